@@ -1,0 +1,44 @@
+"""What every command shares: the console, and turning expected failures into one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from backend.config import Settings, get_settings
+from backend.db.database import Database
+from backend.errors import AblateError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class App(typer.Typer):
+    """A Typer app that ends expected failures with one clear line and exit code 1, never a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except AblateError as exc:
+            fail(str(exc))
+        except OperationalError as exc:
+            orig = getattr(exc, "orig", None) or exc
+            fail(f"database error: {str(orig).strip().splitlines()[0] if str(orig).strip() else orig!r}")
+        except SQLAlchemyError as exc:
+            fail(f"database error: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise SystemExit(code)
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def open_database(url: str | None = None) -> Database:
+    return Database.from_url(url or settings().resolved_database_url)

@@ -1,0 +1,22 @@
+"""The `ablate` command line."""
+
+from __future__ import annotations
+
+from backend import __version__
+from backend.cli import db
+from backend.cli.common import App, console
+from backend.cli.serve import serve
+
+app = App(help="Ablate: what each optimisation in a training-image release is worth.", no_args_is_help=True)
+app.add_typer(db.app, name="db")
+app.command()(serve)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    console.print(f"ablate {__version__}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,86 @@
+"""The one reader of the environment: every setting of Ablate, prefixed ``ABLATE_``."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("ablate", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Ablate's configuration. Each field is read from ``ABLATE_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="ABLATE_", extra="ignore")
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where the embedded database, run logs and reports live.",
+    )
+    database_url: str = Field(
+        default="",
+        description="SQLAlchemy URL. Empty: a SQLite file `ablate.sqlite` in the data directory. "
+        "Production: `postgresql+psycopg://user@host/db`.",
+    )
+    ray_address: str = Field(
+        default="", description="Ray cluster to join (`ray://...` or `host:port`). Empty: start a local Ray."
+    )
+    ray_num_cpus: int | None = Field(
+        default=None, description="CPUs of the local Ray instance (empty: all cores of this machine)."
+    )
+    host: str = Field(default="127.0.0.1", description="Address `ablate serve` binds to.")
+    port: int = Field(default=8000, description="Port `ablate serve` listens on.")
+    read_requires_token: bool = Field(
+        default=False, description="When true, reads of the API also need a token (read scope)."
+    )
+    max_body_bytes: int = Field(
+        default=16 * 1024 * 1024, description="Request bodies above this size get 413 before parsing."
+    )
+    dispatcher_poll_s: float = Field(default=1.0, description="How often an idle dispatcher looks for runs.")
+    lease_s: float = Field(
+        default=30.0, description="A claimed run whose lease is not renewed within this time is queued again."
+    )
+    max_attempts: int = Field(
+        default=3, description="Attempts for a run that fails for infrastructure reasons (not the benchmark)."
+    )
+    run_timeout_s: float = Field(default=3600.0, description="Default wall-clock limit of one run.")
+    max_concurrent_runs: int = Field(default=1, description="Runs one dispatcher executes at the same time.")
+    noisy_cv: float = Field(
+        default=0.05, description="Coefficient of variation above which a result is noisy."
+    )
+    regression_threshold: float = Field(
+        default=0.03, description="Relative change a release-over-release verdict needs (0.03 = 3%)."
+    )
+    significance_alpha: float = Field(default=0.05, description="Significance level of every test.")
+    lookback_releases: int = Field(default=5, description="Releases the lookback z-score compares against.")
+    log_level: str = Field(default="info", description="Log level of the service.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'ablate.sqlite'}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def is_embedded_sqlite(self) -> bool:
+        return self.resolved_database_url.startswith("sqlite")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""Database layer: models, engines, sessions and migrations."""

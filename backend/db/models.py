@@ -1,0 +1,297 @@
+"""The data model: catalog (releases, variants, workloads, clusters), studies, runs and their metrics."""
+
+from __future__ import annotations
+
+import enum
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    Date,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from backend.db.base import Base, UTCDateTime, utcnow
+
+NAME = 200  # bound on every human-given name
+
+
+class Platform(enum.StrEnum):
+    gpu = "gpu"
+    ppu = "ppu"
+
+
+class Accelerator(enum.StrEnum):
+    gpu = "gpu"
+    ppu = "ppu"
+    cpu = "cpu"
+
+
+class RunStatus(enum.StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+TERMINAL_STATUSES = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
+
+
+class RunSource(enum.StrEnum):
+    scheduled = "scheduled"
+    ci = "ci"
+
+
+class StudyStatus(enum.StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+class TokenScope(enum.StrEnum):
+    read = "read"
+    submit = "submit"
+    admin = "admin"
+
+
+def _in(column: str, values: type[enum.StrEnum]) -> str:
+    return f"{column} IN ({', '.join(repr(v.value) for v in values)})"
+
+
+def _created() -> Mapped[datetime]:
+    return mapped_column(UTCDateTime(), default=utcnow, nullable=False)
+
+
+class Release(Base):
+    __tablename__ = "releases"
+    __table_args__ = (
+        UniqueConstraint("image", "tag"),
+        CheckConstraint(_in("platform", Platform), name="platform"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    image: Mapped[str] = mapped_column(String(NAME), index=True)
+    tag: Mapped[str] = mapped_column(String(64))
+    platform: Mapped[str] = mapped_column(String(8))
+    release_date: Mapped[date | None] = mapped_column(Date, nullable=True)
+    # component -> version, e.g. {"torch": "2.9.0", "vllm": "0.12.0"}
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # e.g. {"cuda_13.0": {"driver": ">=580"}, "ppu_driver": ">=1.1.0"}
+    driver_requirements: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # {"features": [...], "fixes": [...], "known_issues": [...], "environment_rules": [...]}
+    notes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = _created()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.image}:{self.tag}"
+
+
+class Variant(Base):
+    __tablename__ = "variants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    factors: Mapped[list[Any]] = mapped_column(JSON, default=list)  # sorted factor names switched on
+    env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    image: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    runner_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class Workload(Base):
+    __tablename__ = "workloads"
+    __table_args__ = (
+        CheckConstraint(
+            "data_parallel >= 1 AND tensor_parallel >= 1 AND pipeline_parallel >= 1", name="parallel"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    framework: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    model: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    data_parallel: Mapped[int] = mapped_column(Integer, default=1)
+    tensor_parallel: Mapped[int] = mapped_column(Integer, default=1)
+    pipeline_parallel: Mapped[int] = mapped_column(Integer, default=1)
+    zero_stage: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    seq_len: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    micro_batch: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    global_batch: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    precision: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    warmup_steps: Mapped[int] = mapped_column(Integer, default=0)
+    measured_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    runner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    runner_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    parser: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class Cluster(Base):
+    __tablename__ = "clusters"
+    __table_args__ = (
+        CheckConstraint(_in("accelerator", Accelerator), name="accelerator"),
+        CheckConstraint("nodes >= 1 AND devices_per_node >= 0", name="size"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    accelerator: Mapped[str] = mapped_column(String(8))
+    device_model: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    nodes: Mapped[int] = mapped_column(Integer, default=1)
+    devices_per_node: Mapped[int] = mapped_column(Integer, default=1)
+    peak_tflops_per_device: Mapped[float | None] = mapped_column(Float, nullable=True)
+    interconnect: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    ray_address: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    # Ray resource that reaches the devices: "GPU", a custom "PPU", or None for CPU only.
+    resource_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Ray node labels selecting the pool, e.g. {"pool": "ppu"}.
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = _created()
+
+
+class Study(Base):
+    __tablename__ = "studies"
+    __table_args__ = (
+        CheckConstraint(_in("status", StudyStatus), name="status"),
+        CheckConstraint("repeats >= 1", name="repeats"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME))
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id", ondelete="CASCADE"), index=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"), index=True)
+    repeats: Mapped[int] = mapped_column(Integer)
+    # the submitted plan as given: variants, workloads, order, seed
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    order_seed: Mapped[int] = mapped_column(BigInteger, default=0)
+    status: Mapped[str] = mapped_column(String(16), default=StudyStatus.queued.value, index=True)
+    created_by: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    created_at: Mapped[datetime] = _created()
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    release: Mapped[Release] = relationship()
+    cluster: Mapped[Cluster] = relationship()
+    runs: Mapped[list[Run]] = relationship(back_populates="study", order_by="Run.queue_order")
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        CheckConstraint(_in("status", RunStatus), name="status"),
+        CheckConstraint(_in("source", RunSource), name="source"),
+        CheckConstraint("repeat >= 0 AND attempt >= 1", name="counts"),
+        # the dispatcher's claim query: oldest queued first
+        Index("ix_runs_status_queue_order", "status", "queue_order"),
+        # the comparison query: one release, grouped by cell
+        Index("ix_runs_release_cell", "release_id", "cluster_id", "workload_id", "variant_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int | None] = mapped_column(
+        ForeignKey("studies.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id", ondelete="CASCADE"))
+    variant_id: Mapped[int] = mapped_column(ForeignKey("variants.id"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), index=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"), index=True)
+    repeat: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.queued.value)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    source: Mapped[str] = mapped_column(String(16), default=RunSource.scheduled.value)
+    idempotency_key: Mapped[str | None] = mapped_column(String(300), unique=True, nullable=True)
+    queue_order: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = _created()
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    failure_kind: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    log_tail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    log_path: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    current_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    latest_throughput: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    study: Mapped[Study | None] = relationship(back_populates="runs")
+    release: Mapped[Release] = relationship()
+    variant: Mapped[Variant] = relationship()
+    workload: Mapped[Workload] = relationship()
+    cluster: Mapped[Cluster] = relationship()
+    metrics: Mapped[list[RunMetric]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="RunMetric.name"
+    )
+    series: Mapped[list[RunSeries]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="RunSeries.metric"
+    )
+
+
+class RunMetric(Base):
+    """One summary value per (run, metric): what lists and comparisons read, never the series."""
+
+    __tablename__ = "run_metrics"
+    __table_args__ = (UniqueConstraint("run_id", "name"), Index("ix_run_metrics_name", "name"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(NAME))
+    value: Mapped[float] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(32))
+
+    run: Mapped[Run] = relationship(back_populates="metrics")
+
+
+class RunSeries(Base):
+    """A step series packed as little-endian int64 steps and float64 values.
+
+    One row per (run, metric) instead of one per point: 100k points load as two blobs.
+    """
+
+    __tablename__ = "run_series"
+    __table_args__ = (UniqueConstraint("run_id", "metric"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(NAME))
+    n_points: Mapped[int] = mapped_column(Integer)
+    steps: Mapped[bytes] = mapped_column(LargeBinary)
+    values: Mapped[bytes] = mapped_column(LargeBinary)
+    min_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    run: Mapped[Run] = relationship(back_populates="series")
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+    __table_args__ = (CheckConstraint(_in("scope", TokenScope), name="scope"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME), unique=True)
+    scope: Mapped[str] = mapped_column(String(16))
+    # sha256 of the secret; the secret itself is shown once and never stored
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = _created()
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -1,0 +1,79 @@
+"""Engines and sessions: one place that turns a URL into a working connection, or one clear error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.errors import ConfigError
+
+SUPPORTED = ("sqlite", "postgresql")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+    """Build an engine, refusing malformed or unsupported URLs with a message naming them."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"malformed database URL {url!r}: {exc}") from None
+    if parsed.get_backend_name() not in SUPPORTED:
+        raise ConfigError(
+            f"unsupported database {parsed.get_backend_name()!r} in URL {parsed.render_as_string()!r}; "
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+        )
+    try:
+        if parsed.get_backend_name() == "sqlite":
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(parsed, connect_args={"timeout": 30, "check_same_thread": False})
+            event.listen(engine, "connect", _sqlite_pragmas)
+            with engine.connect() as conn:  # WAL lets readers go on while a writer commits
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        else:
+            engine = create_engine(parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    except (NoSuchModuleError, ModuleNotFoundError) as exc:
+        raise ConfigError(f"no driver for database URL {parsed.render_as_string()!r}: {exc}") from None
+    except OperationalError as exc:
+        raise ConfigError(f"cannot open database {parsed.render_as_string()!r}: {_first_line(exc)}") from None
+    return engine
+
+
+def check_connection(engine: Engine) -> None:
+    """Raise ConfigError naming the database when it cannot be reached."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except OperationalError as exc:
+        raise ConfigError(
+            f"cannot reach database {engine.url.render_as_string()!r}: {_first_line(exc)}"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commit on success, roll everything back on any error."""
+    with factory() as session, session.begin():
+        yield session

@@ -1,0 +1,50 @@
+"""Shared fixtures: every database test runs on SQLite and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backend.db.database import Database
+from tests.support.databases import BACKENDS, DatabaseFactory, database_factory
+
+
+@pytest.fixture(scope="session")
+def db_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseFactory]:
+    with database_factory(tmp_path_factory.mktemp("databases")) as factory:
+        yield factory
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(db_factory: DatabaseFactory, backend: str) -> str:
+    """A fresh, migrated database of the parametrised backend."""
+    return db_factory.new(backend)
+
+
+@pytest.fixture
+def empty_db_url(db_factory: DatabaseFactory, backend: str) -> str:
+    """A fresh database with no schema at all."""
+    return db_factory.new(backend, migrated=False)
+
+
+@pytest.fixture
+def database(db_url: str) -> Iterator[Database]:
+    db = Database.from_url(db_url)
+    try:
+        yield db
+    finally:
+        db.dispose()
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    path = Path(__file__).resolve().parent.parent / "artifacts"
+    path.mkdir(exist_ok=True)
+    return path

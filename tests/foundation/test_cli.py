@@ -1,0 +1,122 @@
+"""The real `ablate` console script: migrations, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from backend.db.session import make_engine
+
+ABLATE = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
+
+
+def ablate(
+    *args: str, url: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    if url is not None:
+        full_env["ABLATE_DATABASE_URL"] = url
+    return subprocess.run([ABLATE, *args], capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_version_and_help() -> None:
+    assert ablate("version").stdout.startswith("ablate ")
+    help_text = ablate("--help").stdout
+    for command in ("db", "serve", "version"):
+        assert command in help_text
+
+
+def test_db_upgrade_current_downgrade(empty_db_url: str) -> None:
+    assert "base (empty)" in ablate("db", "current", url=empty_db_url).stdout
+    up = ablate("db", "upgrade", url=empty_db_url)
+    assert up.returncode == 0, up.stderr
+    assert "up to date" in ablate("db", "current", url=empty_db_url).stdout
+    down = ablate("db", "downgrade", "base", url=empty_db_url)
+    assert down.returncode == 0, down.stderr
+    assert "base (empty)" in ablate("db", "current", url=empty_db_url).stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("postgresql+psycopg://postgres@127.0.0.1:1/nowhere", "cannot reach database"),
+        ("not a url at all", "malformed database URL"),
+        ("mysql://root@localhost/x", "unsupported database 'mysql'"),
+    ],
+)
+def test_bad_database_url_is_one_clear_line(url: str, needle: str) -> None:
+    assert_one_line_error(ablate("db", "current", url=url), needle)
+
+
+def test_unknown_revision_is_refused(db_url: str) -> None:
+    assert_one_line_error(
+        ablate("db", "upgrade", "nope123", url=db_url), "unknown migration revision 'nope123'"
+    )
+
+
+def test_database_newer_than_code_is_refused(db_url: str) -> None:
+    engine = make_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'f00dfeed9999'"))
+    engine.dispose()
+    for args in (("db", "current"), ("db", "upgrade"), ("serve", "--port", "1")):
+        assert_one_line_error(ablate(*args, url=db_url), "f00dfeed9999", "upgrade ablate")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_migrates_embedded_sqlite_and_answers_probes(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "ABLATE_DATA_DIR": str(tmp_path),
+        "ABLATE_PORT": str(port),
+    }
+    env.pop("ABLATE_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [ABLATE, "serve", "--no-dispatcher"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.3)
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["database"] == "sqlite"
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["status"] == "ok"
+        assert (tmp_path / "ablate.sqlite").exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_serve_refuses_unmigrated_server_database(db_factory) -> None:  # type: ignore[no-untyped-def]
+    url = db_factory.new("postgresql", migrated=False)
+    assert_one_line_error(ablate("serve", "--port", "1", url=url), "run `ablate db upgrade`")
