@@ -1,0 +1,59 @@
+"""The runner interface: round-trips and the registry."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workers.runners.base import METRIC_UNITS, RunResult, RunSpec, get_runner, normalize_factor
+
+
+def _spec() -> RunSpec:
+    return RunSpec(
+        run_id=7,
+        workload={"name": "w", "model": "tiny", "runner": "torch-llm", "runner_options": {"a": 1}},
+        variant={"name": "AC2+ACCL", "factors": ["AC2", "accl"], "env": {}, "runner_options": {"a": 2}},
+        cluster={"name": "local", "accelerator": "cpu", "nodes": 1, "devices_per_node": 1},
+        env={"X": "1"},
+    )
+
+
+def test_spec_round_trip_through_json() -> None:
+    spec = _spec()
+    back = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert back == spec
+    assert back.factors == ["ac2", "accl"]
+    assert back.runner_options == {"a": 2}
+
+
+def test_spec_rejects_unknown_fields() -> None:
+    with pytest.raises(ValueError, match="bogus"):
+        RunSpec.from_dict({**_spec().to_dict(), "bogus": 1})
+
+
+def test_result_round_trip_keeps_tuples() -> None:
+    res = RunResult(
+        status="succeeded",
+        metrics={"step_time_s": (0.5, "s")},
+        series={"loss": ([1, 2], [3.0, 2.5])},
+        provenance={"host": "h"},
+    )
+    back = RunResult.from_dict(json.loads(json.dumps(res.to_dict())))
+    assert back == res
+    assert isinstance(back.metrics["step_time_s"], tuple)
+
+
+def test_factor_aliases() -> None:
+    assert normalize_factor("CompilerOpt") == "compiler_opt"
+    assert normalize_factor("ckpt-opt") == "ckpt_opt"
+
+
+def test_unknown_runner_lists_known() -> None:
+    with pytest.raises(ValueError, match="torch-llm"):
+        get_runner("nope")
+
+
+def test_metric_units_are_the_agreed_ones() -> None:
+    assert METRIC_UNITS["mfu"] == "ratio"
+    assert METRIC_UNITS["throughput_tokens_per_s_per_device"] == "tokens/s/device"

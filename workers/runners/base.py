@@ -1,0 +1,232 @@
+"""The runner interface: what the dispatcher hands a runner, and what it gets back.
+
+Everything here is plain data that survives ``to_dict``/``from_dict`` (JSON-compatible), because specs
+and results cross process and Ray boundaries. Runners themselves live in sibling modules and are looked
+up by name with :func:`get_runner`; importing this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Status = Literal["succeeded", "failed"]
+FailureKind = Literal["benchmark", "infrastructure", "timeout"]
+Accelerator = Literal["gpu", "ppu", "cpu"]
+
+# Canonical summary metric names and their units (must agree with backend/analysis/metrics.py).
+METRIC_UNITS: dict[str, str] = {
+    "throughput_tokens_per_s": "tokens/s",
+    "throughput_tokens_per_s_per_device": "tokens/s/device",
+    "throughput_samples_per_s": "samples/s",
+    "step_time_s": "s",
+    "tflops_per_device": "TFLOPS",
+    "mfu": "ratio",
+    "peak_memory_gib": "GiB",
+    "peak_memory_reserved_gib": "GiB",
+    "loss": "1",
+    "elapsed_s": "s",
+}
+
+# Factor names of the default CNP ladder. Studies may spell them "CompilerOpt", "ckpt-opt", ...
+KNOWN_FACTORS: frozenset[str] = frozenset({"accl", "ac2", "compiler_opt", "ckpt_opt"})
+_FACTOR_ALIASES: dict[str, str] = {
+    "compileropt": "compiler_opt",
+    "compile": "compiler_opt",
+    "torch_compile": "compiler_opt",
+    "ckptopt": "ckpt_opt",
+    "checkpoint_opt": "ckpt_opt",
+    "activation_checkpointing": "ckpt_opt",
+}
+
+
+def normalize_factor(name: str) -> str:
+    """Canonical spelling of a factor name: lower case, ``-``/space -> ``_``, known aliases folded."""
+    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    return _FACTOR_ALIASES.get(key, key)
+
+
+@dataclass
+class RunSpec:
+    """One run, fully resolved by the dispatcher.
+
+    ``env`` is the exact, final set of environment variables the run must see on top of the worker's
+    environment (variant env merged with release rules). Rank fields describe this process's place in a
+    torch.distributed group; the defaults mean a single process. ``local_world_size`` > 1 with
+    ``world_size`` == 1 asks the runner to start that many ranks on this host itself.
+    """
+
+    run_id: int
+    workload: dict[str, Any]
+    variant: dict[str, Any]
+    cluster: dict[str, Any]
+    env: dict[str, str] = field(default_factory=dict)
+    log_dir: str = "."
+    timeout_s: float = 3600.0
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    local_world_size: int = 1
+
+    @property
+    def factors(self) -> list[str]:
+        """The variant's factors, normalised (see :func:`normalize_factor`)."""
+        return [normalize_factor(f) for f in self.variant.get("factors") or []]
+
+    @property
+    def accelerator(self) -> str:
+        return str(self.cluster.get("accelerator", "cpu")).lower()
+
+    @property
+    def runner_name(self) -> str:
+        return str(self.workload.get("runner") or "torch-llm")
+
+    @property
+    def runner_options(self) -> dict[str, Any]:
+        """Workload runner options overlaid by the variant's (a variant may e.g. switch the command)."""
+        return {**(self.workload.get("runner_options") or {}), **(self.variant.get("runner_options") or {})}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown RunSpec fields: {sorted(unknown)}")
+        spec = cls(**{k: v for k, v in data.items() if k in known})
+        spec.env = {str(k): str(v) for k, v in spec.env.items()}
+        return spec
+
+
+@dataclass
+class RunResult:
+    """What a run produced. ``metrics`` maps a name to ``(value, unit)``; ``series`` maps a name to
+    ``(steps, values)``. ``failure_kind`` tells the benchmark's own failure (bad config, exception,
+    no metrics) from the infrastructure's (signal, OOM kill, unreachable peers) and from a timeout."""
+
+    status: Status
+    metrics: dict[str, tuple[float, str]] = field(default_factory=dict)
+    series: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
+    provenance: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+    failure_kind: FailureKind | None = None
+    log_tail: str = ""
+    log_path: str | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["metrics"] = {k: [float(v), str(u)] for k, (v, u) in self.metrics.items()}
+        data["series"] = {k: [list(map(int, s)), list(map(float, v))] for k, (s, v) in self.series.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        return cls(
+            status=data["status"],
+            metrics={k: (float(v[0]), str(v[1])) for k, v in (data.get("metrics") or {}).items()},
+            series={
+                k: ([int(x) for x in v[0]], [float(x) for x in v[1]])
+                for k, v in (data.get("series") or {}).items()
+            },
+            provenance={str(k): str(v) for k, v in (data.get("provenance") or {}).items()},
+            error=data.get("error"),
+            failure_kind=data.get("failure_kind"),
+            log_tail=data.get("log_tail") or "",
+            log_path=data.get("log_path"),
+            environment={str(k): str(v) for k, v in (data.get("environment") or {}).items()},
+        )
+
+    @classmethod
+    def failed(
+        cls,
+        error: str,
+        failure_kind: FailureKind,
+        *,
+        log_tail: str = "",
+        log_path: str | None = None,
+        provenance: Mapping[str, str] | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> RunResult:
+        return cls(
+            status="failed",
+            error=error,
+            failure_kind=failure_kind,
+            log_tail=log_tail,
+            log_path=log_path,
+            provenance=dict(provenance or {}),
+            environment=dict(environment or {}),
+        )
+
+
+# (step, total_steps, latest throughput in tokens/s or None). Raising from the callback cancels the run:
+# the runner kills its processes and returns a failed result (failure_kind "infrastructure").
+ProgressCallback = Callable[[int, int, float | None], None]
+
+
+class RunCancelled(Exception):
+    """May be raised by a progress callback to stop a run."""
+
+
+@runtime_checkable
+class Runner(Protocol):
+    name: str
+
+    def supported_factors(self, accelerator: str) -> set[str]:
+        """Factors this runner can really implement on clusters of ``accelerator``."""
+        ...
+
+    def check_factors(self, factors: Iterable[str], accelerator: str) -> str | None:
+        """None if every factor can be implemented, else a message naming the first one that cannot."""
+        ...
+
+    def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
+        """Execute the run (blocking). Never raises for benchmark or process failures: returns a failed
+        RunResult instead."""
+        ...
+
+
+def factor_error(runner: str, factor: str, accelerator: str, why: str) -> str:
+    return f"runner {runner} cannot implement factor {factor!r} on a {accelerator} cluster: {why}"
+
+
+# name -> "module:attribute"; imported lazily so the dispatcher needs no torch to look runners up.
+_REGISTRY: dict[str, str | Callable[[], Runner]] = {
+    "torch-llm": "workers.runners.torch_llm.runner:TorchLLMRunner",
+    "command": "workers.runners.command:CommandRunner",
+}
+
+
+def register_runner(name: str, factory: str | Callable[[], Runner]) -> None:
+    """Add a runner: ``factory`` is a zero-argument callable or a ``"module:attribute"`` path."""
+    _REGISTRY[name] = factory
+
+
+def known_runners() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_runner(name: str) -> Runner:
+    """A fresh runner instance by name; unknown names raise ValueError listing the known runners."""
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise ValueError(f"unknown runner {name!r}; known runners: {', '.join(known_runners())}")
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    return factory()
+
+
+def check_spec_factors(spec: RunSpec) -> str | None:
+    """Convenience for the dispatcher: the spec's runner's verdict on the spec's factors."""
+    return get_runner(spec.runner_name).check_factors(spec.factors, spec.accelerator)
