@@ -1,0 +1,170 @@
+"""Full-factorial analysis: main effects and two-way interactions of optimisations.
+
+When runs cover every on/off combination of a set of factors (each variant = the set of factors
+switched on), the classic 2^k contrasts separate what each factor is worth on its own from how
+pairs of factors interact. Everything is computed on the log of the metric, oriented so that
+larger is better (log for higher-is-better metrics, -log for lower-is-better), hence:
+
+* ``factor = exp(effect)`` is a multiplicative speed-up: the ratio of geometric means with the
+  factor on vs off, averaged over the other factors; > 1 means the factor helps.
+* A two-way interaction uses Yates' convention: effect_AB = 1/2 [effect_A | B on - effect_A | B off],
+  so ``factor`` > 1 means A and B together do better than their separate effects multiply to.
+
+Intervals are t-based on the pooled within-cell variance (df = N - 2^k); with one repeat per
+cell there is no error estimate, so no interval. A design missing any combination is reported
+(``complete`` False, ``missing`` listed) and no effects are computed: contrasts of an incomplete
+design would silently mix effects together.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from backend.analysis.metrics import Direction, describe_metric
+from backend.analysis.stats import clean_values, finite_or_none
+
+MAX_FACTORS = 12
+
+
+@dataclass(frozen=True)
+class Effect:
+    factors: tuple[str, ...]  # one name: main effect; two: interaction
+    log_effect: float
+    factor: float  # exp(log_effect); > 1 is better
+    ci_low: float | None  # on the factor scale
+    ci_high: float | None
+    se: float | None  # standard error of log_effect
+    p_value: float | None  # two-sided t-test of log_effect == 0
+
+
+@dataclass(frozen=True)
+class FactorialAnalysis:
+    metric: str
+    unit: str
+    direction: Direction
+    factors: tuple[str, ...]
+    complete: bool
+    missing: tuple[tuple[str, ...], ...]  # factor combinations with no values (sorted)
+    main_effects: tuple[Effect, ...]
+    interactions: tuple[Effect, ...]
+    n_cells: int
+    n_values: int
+    df: int | None  # error degrees of freedom
+    confidence: float
+    reasons: tuple[str, ...]
+
+
+def factors_from_variant(name: str, *, base: str = "Base", sep: str = "+") -> frozenset[str]:
+    """Factors switched on in a ladder variant name: "AC2+ACCL" -> {AC2, ACCL}, "Base" -> {}."""
+    return frozenset(p.strip() for p in name.split(sep) if p.strip() and p.strip() != base)
+
+
+def analyze_factorial(
+    cells: Sequence[tuple[str | Iterable[str], Sequence[float]]],
+    metric: str,
+    *,
+    unit: str | None = None,
+    factors: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> FactorialAnalysis:
+    """Effects of each factor. A cell is (variant name or set of factors on, values).
+
+    ``factors`` defaults to every factor seen, sorted; cells with equal factor sets are pooled.
+    """
+    mdef = describe_metric(metric, unit)
+    sign = 1.0 if mdef.direction == "higher" else -1.0
+
+    pooled: dict[frozenset[str], list[float]] = {}
+    for key, values in cells:
+        fs = factors_from_variant(key) if isinstance(key, str) else frozenset(key)
+        pooled.setdefault(fs, []).extend(float(v) for v in values)
+
+    seen = sorted(set().union(*pooled.keys())) if pooled else []
+    names = tuple(factors) if factors is not None else tuple(seen)
+    unknown = sorted(set(seen) - set(names))
+    if unknown:
+        raise ValueError(f"cells use factors not in `factors`: {unknown}")
+    if len(names) > MAX_FACTORS:
+        raise ValueError(f"at most {MAX_FACTORS} factors, got {len(names)}")
+
+    combos = [frozenset(c) for r in range(len(names) + 1) for c in itertools.combinations(names, r)]
+    absent = (tuple(sorted(c)) for c in combos if not pooled.get(c))
+    missing = tuple(sorted(absent, key=lambda t: (len(t), t)))
+    n_values = sum(len(v) for v in pooled.values())
+
+    def result(**kw) -> FactorialAnalysis:
+        base = {
+            "metric": metric,
+            "unit": mdef.unit,
+            "direction": mdef.direction,
+            "factors": names,
+            "complete": not missing,
+            "missing": missing,
+            "main_effects": (),
+            "interactions": (),
+            "n_cells": sum(1 for c in combos if pooled.get(c)),
+            "n_values": n_values,
+            "df": None,
+            "confidence": confidence,
+            "reasons": (),
+        }
+        base.update(kw)
+        return FactorialAnalysis(**base)
+
+    if not names:
+        return result(reasons=("no factors",))
+    if missing:
+        return result(reasons=(f"not full-factorial: {len(missing)} of {len(combos)} combinations missing",))
+
+    logs: list[np.ndarray] = []
+    for c in combos:
+        arr = clean_values(pooled[c])
+        if arr[0] <= 0:
+            return result(reasons=("non-positive values: log effects undefined",))
+        logs.append(sign * np.log(arr))
+    means = np.array([y.mean() for y in logs])
+    counts = np.array([y.size for y in logs], dtype=float)
+    ss = sum(float(((y - y.mean()) ** 2).sum()) for y in logs)
+    df = int(counts.sum()) - len(combos)
+    s2 = ss / df if df > 0 else None
+
+    # +1/-1 coding of each factor per cell.
+    coding = {f: np.array([1.0 if f in c else -1.0 for c in combos]) for f in names}
+    tcrit = float(stats.t.ppf(0.5 + confidence / 2, df)) if df > 0 else None
+
+    def effect(subset: tuple[str, ...]) -> Effect:
+        signs = np.prod([coding[f] for f in subset], axis=0)
+        w = signs / (len(combos) / 2)
+        est = float(w @ means)
+        se = math.sqrt(s2 * float((w**2 / counts).sum())) if s2 is not None else None
+        lo = hi = p = None
+        if se is not None and tcrit is not None:
+            lo, hi = math.exp(est - tcrit * se), math.exp(est + tcrit * se)
+            p = float(2 * stats.t.sf(abs(est) / se, df)) if se > 0 else None
+        return Effect(
+            factors=subset,
+            log_effect=est,
+            factor=math.exp(est),
+            ci_low=finite_or_none(lo),
+            ci_high=finite_or_none(hi),
+            se=finite_or_none(se),
+            p_value=finite_or_none(p),
+        )
+
+    reasons: list[str] = []
+    if df == 0:
+        reasons.append("one value per combination: no error estimate, no intervals")
+    elif s2 == 0:
+        reasons.append("zero within-cell variance: p-values undefined")
+    return result(
+        main_effects=tuple(effect((f,)) for f in names),
+        interactions=tuple(effect(pair) for pair in itertools.combinations(names, 2)),
+        df=df,
+        reasons=tuple(reasons),
+    )
