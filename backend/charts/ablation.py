@@ -1,0 +1,192 @@
+"""Ablation figures: speed-up bars per workload, contribution waterfall, speed-up heatmap."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import plotly.graph_objects as go
+
+from backend.analysis.ablation import LadderAnalysis
+from backend.analysis.metrics import describe_metric
+from backend.charts._common import fmt, has_data, speedup_of, variant_order
+from backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
+from backend.charts.layout import apply_layout, asymmetric_error, chart_title, empty_figure
+
+
+def _baseline_name(ladders: Mapping[str, LadderAnalysis]) -> str:
+    names = {lad.baseline for lad in ladders.values() if lad.baseline}
+    return names.pop() if len(names) == 1 else "baseline"
+
+
+def ablation_bars(
+    ladders: Mapping[str, LadderAnalysis],
+    *,
+    release: str | None = None,
+    cluster: str | None = None,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """Metric normalised to Base for every variant, grouped by workload, with bootstrap CI bars.
+
+    ``ladders`` maps workload -> ladder analysis (same metric for all). One trace per variant.
+    """
+    first = next(iter(ladders.values()), None)
+    label = describe_metric(first.metric, first.unit).label if first else "Throughput"
+    title = chart_title(f"{label} vs Base", release=release, cluster=cluster)
+    if not ladders or not has_data(ladders):
+        return empty_figure(title)
+    workloads = list(ladders)
+    variants = variant_order(ladders.values())
+    colors = dict(colors) if colors else variant_colors(variants)
+    fig = go.Figure()
+    for name in variants:
+        ys, lows, highs, hover = [], [], [], []
+        for w in workloads:
+            ladder = ladders[w]
+            v = ladder.variant(name)
+            r, lo, hi = speedup_of(ladder, v) if v else (None, None, None)
+            ys.append(r)
+            lows.append(lo)
+            highs.append(hi)
+            p = v.vs_baseline.p_value if v and v.vs_baseline else None
+            n = v.summary.n if v else 0
+            ci = f"{fmt(lo, '.3f')}\u2013{fmt(hi, '.3f')}"
+            hover.append(f"{name}<br>{w}: {fmt(r, '.3f')}\u00d7 (CI {ci}), n={n}, p={fmt(p)}")
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=workloads,
+                y=ys,
+                error_y=asymmetric_error(ys, lows, highs),
+                marker={"color": color_for(name, colors)},
+                hovertext=hover,
+                hoverinfo="text",
+                texttemplate="%{y:.2f}\u00d7",
+                textposition="outside",
+                cliponaxis=False,
+            )
+        )
+    fig.add_hline(y=1.0, line={"color": "#999999", "width": 1, "dash": "dot"})
+    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
+    fig.update_xaxes(title_text="Workload")
+    fig.update_yaxes(title_text=f"{label} normalised to {_baseline_name(ladders)} (\u00d7, >1 is better)")
+    return apply_layout(fig, title)
+
+
+def contribution_waterfall(
+    ladder: LadderAnalysis | None,
+    *,
+    release: str | None = None,
+    cluster: str | None = None,
+    workload: str | None = None,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """Each rung's gain in percentage points of the baseline, stacked from 100% to the total.
+
+    Steps are speed-up(i) - speed-up(i-1), so the floating bars add up exactly to the total
+    bar; hover also shows each step's log share of the total gain (as computed by the analysis).
+    """
+    label = describe_metric(ladder.metric, ladder.unit).label if ladder else "Throughput"
+    title = chart_title(
+        f"{label}: contribution of each optimisation", release=release, cluster=cluster, extra=workload or ""
+    )
+    if ladder is None or ladder.baseline_missing or ladder.total is None or ladder.total.ratio is None:
+        return empty_figure(title)
+    chain = [v for v in ladder.variants if v.summary.n and (v.variant == ladder.baseline or v.vs_baseline)]
+    if not chain or chain[0].variant != ladder.baseline:
+        return empty_figure(title, "no data: the baseline is not the first rung")
+    colors = dict(colors) if colors else variant_colors(v.variant for v in chain)
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            name=chain[0].variant,
+            x=[chain[0].variant],
+            y=[100.0],
+            marker={"color": color_for(chain[0].variant, colors)},
+            hovertext=[f"{chain[0].variant}: 100%"],
+            hoverinfo="text",
+            texttemplate="100%",
+            textposition="inside",
+        )
+    )
+    level = 100.0
+    for v in chain[1:]:
+        r, _, _ = speedup_of(ladder, v)
+        new_level = 100.0 * r if r is not None else level
+        delta = new_level - level
+        share = f", {v.share * 100:.0f}% of the gain" if v.share is not None else ""
+        step = v.step.ratio if v.step else None
+        fig.add_trace(
+            go.Bar(
+                name=v.variant,
+                x=[v.variant],
+                y=[delta],
+                base=[level],
+                marker={"color": color_for(v.variant, colors)},
+                hovertext=[f"{v.variant}: {delta:+.1f} pp (step \u00d7{fmt(step, '.3f')}{share})"],
+                hoverinfo="text",
+                texttemplate=f"{delta:+.1f}",
+                textposition="outside",
+                cliponaxis=False,
+            )
+        )
+        level = new_level
+    total = ladder.total.ratio * 100.0
+    fig.add_trace(
+        go.Bar(
+            name="Total",
+            x=["Total"],
+            y=[total],
+            marker={"color": TOTAL_COLOR},
+            hovertext=[f"Total: {total:.1f}% of {ladder.baseline}"],
+            hoverinfo="text",
+            texttemplate=f"{total:.1f}%",
+            textposition="inside",
+        )
+    )
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title_text="Variant", type="category")
+    fig.update_yaxes(title_text=f"{label} relative to {ladder.baseline} (%)")
+    return apply_layout(fig, title)
+
+
+def speedup_heatmap(
+    ladders: Mapping[str, LadderAnalysis],
+    *,
+    release: str | None = None,
+    cluster: str | None = None,
+) -> go.Figure:
+    """Workload x variant grid of speed-up over Base; colour centred on 1 (blue better, red worse)."""
+    first = next(iter(ladders.values()), None)
+    label = describe_metric(first.metric, first.unit).label if first else "Throughput"
+    title = chart_title(f"{label} speed-up over Base", release=release, cluster=cluster)
+    if not ladders or not has_data(ladders):
+        return empty_figure(title)
+    workloads = list(ladders)
+    variants = variant_order(ladders.values())
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    for w in workloads:
+        row: list[float | None] = []
+        for name in variants:
+            v = ladders[w].variant(name)
+            row.append(speedup_of(ladders[w], v)[0] if v else None)
+        z.append(row)
+        text.append(["" if x is None else f"{x:.2f}\u00d7" for x in row])
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=variants,
+            y=workloads,
+            text=text,
+            texttemplate="%{text}",
+            colorscale="RdBu",
+            zmid=1.0,
+            colorbar={"title": {"text": "Speed-up (\u00d7)"}},
+            hovertemplate="%{y} · %{x}: %{z:.3f}\u00d7<extra></extra>",
+            xgap=2,
+            ygap=2,
+        )
+    )
+    fig.update_xaxes(title_text="Variant", type="category")
+    fig.update_yaxes(title_text="Workload", type="category", autorange="reversed")
+    return apply_layout(fig, title, legend=False)

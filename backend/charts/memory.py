@@ -1,0 +1,128 @@
+"""Memory figures: peak memory bars per variant and workload, throughput vs memory scatter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import plotly.graph_objects as go
+
+from backend.analysis.ablation import LadderAnalysis
+from backend.analysis.metrics import describe_metric, get_metric
+from backend.charts._common import fmt, has_data, variant_order
+from backend.charts.colors import color_for, variant_colors
+from backend.charts.layout import apply_layout, asymmetric_error, chart_title, empty_figure
+
+
+def memory_bars(
+    ladders: Mapping[str, LadderAnalysis],
+    *,
+    release: str | None = None,
+    cluster: str | None = None,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """Median peak memory per variant, grouped by workload, with bootstrap CI of the median.
+
+    ``ladders`` maps workload -> ladder analysis of a memory metric (e.g. peak_memory_gib).
+    """
+    first = next(iter(ladders.values()), None)
+    mdef = describe_metric(first.metric, first.unit) if first else get_metric("peak_memory_gib")
+    title = chart_title(mdef.label, release=release, cluster=cluster)
+    if not ladders or not has_data(ladders):
+        return empty_figure(title)
+    workloads = list(ladders)
+    variants = variant_order(ladders.values())
+    colors = dict(colors) if colors else variant_colors(variants)
+    fig = go.Figure()
+    for name in variants:
+        ys, lows, highs, hover = [], [], [], []
+        for w in workloads:
+            v = ladders[w].variant(name)
+            s = v.summary if v else None
+            ys.append(s.median if s else None)
+            lows.append(s.ci_low if s else None)
+            highs.append(s.ci_high if s else None)
+            hover.append(
+                f"{name}<br>{w}: {fmt(ys[-1])} {mdef.unit} (CI {fmt(lows[-1])}\u2013{fmt(highs[-1])}), "
+                f"n={s.n if s else 0}"
+            )
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=workloads,
+                y=ys,
+                error_y=asymmetric_error(ys, lows, highs),
+                marker={"color": color_for(name, colors)},
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
+    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
+    fig.update_xaxes(title_text="Workload")
+    fig.update_yaxes(title_text=mdef.axis_title(), rangemode="tozero")
+    return apply_layout(fig, title)
+
+
+def throughput_vs_memory(
+    throughput: Mapping[str, LadderAnalysis],
+    memory: Mapping[str, LadderAnalysis],
+    *,
+    release: str | None = None,
+    cluster: str | None = None,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """One point per variant and workload: median memory (x) against median throughput (y).
+
+    Both mappings are workload -> ladder analysis; only workloads present in both are drawn.
+    """
+    t_first = next(iter(throughput.values()), None)
+    m_first = next(iter(memory.values()), None)
+    t_def = (
+        describe_metric(t_first.metric, t_first.unit) if t_first else get_metric("throughput_tokens_per_s")
+    )
+    m_def = describe_metric(m_first.metric, m_first.unit) if m_first else get_metric("peak_memory_gib")
+    title = chart_title(f"{t_def.label} vs {m_def.label.lower()}", release=release, cluster=cluster)
+    workloads = [w for w in throughput if w in memory]
+    common = {w: throughput[w] for w in workloads}
+    if not workloads or not has_data(common):
+        return empty_figure(title)
+    variants = variant_order([*common.values(), *(memory[w] for w in workloads)])
+    colors = dict(colors) if colors else variant_colors(variants)
+    fig = go.Figure()
+    for name in variants:
+        xs, xl, xh, ys, yl, yh, labels = [], [], [], [], [], [], []
+        for w in workloads:
+            tv, mv = throughput[w].variant(name), memory[w].variant(name)
+            if not tv or not mv or not tv.summary.n or not mv.summary.n:
+                continue
+            xs.append(mv.summary.median)
+            xl.append(mv.summary.ci_low)
+            xh.append(mv.summary.ci_high)
+            ys.append(tv.summary.median)
+            yl.append(tv.summary.ci_low)
+            yh.append(tv.summary.ci_high)
+            labels.append(w)
+        if not xs:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                name=name,
+                x=xs,
+                y=ys,
+                mode="markers",
+                error_x=asymmetric_error(xs, xl, xh),
+                error_y=asymmetric_error(ys, yl, yh),
+                marker={
+                    "color": color_for(name, colors),
+                    "size": 11,
+                    "line": {"width": 1, "color": "#ffffff"},
+                },
+                text=labels,
+                hovertemplate=(
+                    f"{name}<br>%{{text}}<br>{m_def.label}: %{{x:.4g}} {m_def.unit}"
+                    f"<br>{t_def.label}: %{{y:.4g}} {t_def.unit}<extra></extra>"
+                ),
+            )
+        )
+    fig.update_xaxes(title_text=m_def.axis_title())
+    fig.update_yaxes(title_text=t_def.axis_title())
+    return apply_layout(fig, title)

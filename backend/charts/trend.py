@@ -1,0 +1,74 @@
+"""Release trend: median of a metric per release, one line per variant."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from backend.analysis.metrics import describe_metric
+from backend.analysis.stats import Summary
+from backend.charts._common import fmt
+from backend.charts.colors import color_for, variant_colors
+from backend.charts.layout import apply_layout, asymmetric_error, chart_title, empty_figure
+
+
+def release_trend(
+    points: Mapping[str, Mapping[str, Summary | None]],
+    *,
+    releases: Sequence[str],
+    metric: str,
+    unit: str | None = None,
+    cluster: str | None = None,
+    workload: str | None = None,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """``points`` maps variant -> release tag -> Summary; x follows ``releases`` order exactly.
+
+    Releases missing for a variant leave a gap; tags not in ``releases`` are ignored.
+    """
+    mdef = describe_metric(metric, unit)
+    span = f"{releases[0]} → {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else None)
+    title = chart_title(f"{mdef.label} by release", release=span, cluster=cluster, extra=workload or "")
+    releases = list(dict.fromkeys(releases))
+    has_any = any(
+        s is not None and s.n and rel in releases for per in points.values() for rel, s in per.items()
+    )
+    if not releases or not has_any:
+        return empty_figure(title)
+    variants = list(points)
+    colors = dict(colors) if colors else variant_colors(variants)
+    fig = go.Figure()
+    for name in variants:
+        per = points[name]
+        ys: list[float | None] = []
+        lows: list[float | None] = []
+        highs: list[float | None] = []
+        hover: list[str] = []
+        for rel in releases:
+            s = per.get(rel)
+            ok = s is not None and s.n > 0
+            ys.append(s.median if ok else None)
+            lows.append(s.ci_low if ok else None)
+            highs.append(s.ci_high if ok else None)
+            ci = f"{fmt(lows[-1], '.4g')}\u2013{fmt(highs[-1], '.4g')}"
+            hover.append(f"{name}<br>{rel}: {fmt(ys[-1], '.4g')} {mdef.unit} (CI {ci}), n={s.n if ok else 0}")
+        if all(y is None for y in ys):
+            continue
+        fig.add_trace(
+            go.Scatter(
+                name=name,
+                x=releases,
+                y=ys,
+                mode="lines+markers",
+                connectgaps=False,
+                error_y=asymmetric_error(ys, lows, highs),
+                line={"color": color_for(name, colors), "width": 2},
+                marker={"color": color_for(name, colors), "size": 8},
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
+    fig.update_xaxes(title_text="Release", type="category", categoryorder="array", categoryarray=releases)
+    fig.update_yaxes(title_text=mdef.axis_title())
+    return apply_layout(fig, title)
