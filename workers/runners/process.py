@@ -1,0 +1,218 @@
+"""Supervising child processes: stream their output line by line, keep a log, enforce a deadline.
+
+Shared by the command runner (one process) and torch-llm (one process per local rank). Output is read
+by one thread per process and handed to the caller's thread through a queue, so line callbacks (and
+thus progress callbacks) always run on the thread that called :meth:`ProcessGroup.wait`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+TAIL_LINES = 50
+_EOF = object()
+
+
+def merged_env(overrides: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``overrides`` on top of ``base`` (default: this process's environment)."""
+    env = dict(os.environ if base is None else base)
+    env.update({str(k): str(v) for k, v in overrides.items()})
+    return env
+
+
+def describe_returncode(code: int) -> str:
+    """Human wording of a Popen return code; negative codes are signals."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    hint = " (killed: likely out of memory or an external kill)" if -code == signal.SIGKILL else ""
+    return f"killed by {name} ({code}){hint}"
+
+
+@dataclass
+class ProcOutcome:
+    returncode: int | None
+    tail: list[str]
+    log_path: str
+    timed_out: bool = False
+    cancelled: BaseException | None = None
+    killed_by_peer: bool = False  # we killed it because a sibling rank failed
+
+    @property
+    def tail_text(self) -> str:
+        return "\n".join(self.tail)
+
+
+@dataclass
+class _Child:
+    index: int
+    popen: subprocess.Popen[str]
+    log: IO[str]
+    log_path: str
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    eof: bool = False
+    killed_by_peer: bool = False
+
+
+LineCallback = Callable[[int, str], None]
+
+
+class ProcessGroup:
+    """Start processes (each in its own session, so a kill reaches its whole tree) and supervise them."""
+
+    def __init__(self) -> None:
+        self._children: list[_Child] = []
+        self._queue: queue.Queue[tuple[int, object]] = queue.Queue()
+
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log_path: str | Path,
+        cwd: str | None = None,
+    ) -> int:
+        """Start one process; returns its index. Raises OSError if it cannot be started."""
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "w", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in wait()
+        try:
+            popen = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+                start_new_session=True,
+            )
+        except OSError:
+            log.close()
+            raise
+        child = _Child(len(self._children), popen, log, str(log_path))
+        self._children.append(child)
+        threading.Thread(target=self._pump, args=(child,), daemon=True).start()
+        return child.index
+
+    def _pump(self, child: _Child) -> None:
+        assert child.popen.stdout is not None
+        for line in child.popen.stdout:
+            self._queue.put((child.index, line.rstrip("\r\n")))
+        self._queue.put((child.index, _EOF))
+
+    def _kill(self, child: _Child, grace_s: float = 3.0) -> None:
+        """SIGTERM the child's process group, SIGKILL it after ``grace_s``."""
+        if child.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.popen.pid, signal.SIGTERM)
+        try:
+            child.popen.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.popen.pid, signal.SIGKILL)
+        # Grandchildren may still hold the pipe open; make sure nothing of the group survives.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.popen.pid, signal.SIGKILL)
+
+    def kill_all(self) -> None:
+        for child in self._children:
+            self._kill(child)
+
+    def wait(
+        self,
+        timeout_s: float,
+        on_line: LineCallback | None = None,
+        *,
+        fail_fast: bool = False,
+    ) -> list[ProcOutcome]:
+        """Relay lines until every process has exited or the deadline passes.
+
+        ``fail_fast``: when one process exits non-zero, kill the rest (a dead rank leaves its peers
+        blocked in collectives). An exception from ``on_line`` kills everything and is reported as
+        ``cancelled`` in the outcomes.
+        """
+        deadline = time.monotonic() + timeout_s
+        timed_out = False
+        cancelled: BaseException | None = None
+        while not all(c.eof for c in self._children):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            try:
+                index, item = self._queue.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                continue
+            child = self._children[index]
+            if item is _EOF:
+                child.eof = True
+                code = child.popen.wait()
+                if fail_fast and code != 0:
+                    for other in self._children:
+                        if other.popen.poll() is None:
+                            other.killed_by_peer = True
+                            self._kill(other)
+                continue
+            line = str(item)
+            child.log.write(line + "\n")
+            child.tail.append(line)
+            if on_line is not None and cancelled is None:
+                try:
+                    on_line(index, line)
+                except Exception as exc:  # the caller asked to stop
+                    cancelled = exc
+                    self.kill_all()
+        if timed_out:
+            self.kill_all()
+        self._drain(grace_s=2.0)
+        outcomes = []
+        for child in self._children:
+            child.log.close()
+            code = child.popen.poll()
+            outcomes.append(
+                ProcOutcome(
+                    returncode=code,
+                    tail=list(child.tail),
+                    log_path=child.log_path,
+                    timed_out=timed_out,
+                    cancelled=cancelled,
+                    killed_by_peer=child.killed_by_peer,
+                )
+            )
+        return outcomes
+
+    def _drain(self, grace_s: float) -> None:
+        """Collect output still queued after a kill so logs and tails are complete."""
+        end = time.monotonic() + grace_s
+        while not all(c.eof for c in self._children) and time.monotonic() < end:
+            try:
+                index, item = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            child = self._children[index]
+            if item is _EOF:
+                child.eof = True
+            else:
+                child.log.write(str(item) + "\n")
+                child.tail.append(str(item))
+        for child in self._children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.popen.wait(timeout=1.0)

@@ -1,0 +1,72 @@
+"""Child-process entry point: ``python -m workers.runners.torch_llm --spec S.json --result R.json``.
+
+Writes progress as JSON lines prefixed with :data:`EVENT_PREFIX` on stdout (everything else on
+stdout/stderr is log) and the rank's RunResult as JSON to ``--result``. Exit codes: 0 succeeded,
+1 the benchmark failed, 2 the environment failed (no device, peers unreachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from workers.runners.base import RunResult, RunSpec
+from workers.runners.torch_llm.protocol import EVENT_PREFIX
+
+
+def _emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(EVENT_PREFIX + json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _fail(result_path: Path, error: str, kind: str, code: int) -> int:
+    traceback.print_exc()
+    result_path.write_text(json.dumps(RunResult.failed(error, kind).to_dict()))  # type: ignore[arg-type]
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m workers.runners.torch_llm")
+    ap.add_argument("--spec", required=True, type=Path)
+    ap.add_argument("--result", required=True, type=Path)
+    args = ap.parse_args(argv)
+    spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
+
+    from workers.runners.torch_llm.config import TrainConfig
+
+    try:
+        cfg = TrainConfig.from_spec(spec)
+    except ValueError as exc:
+        return _fail(args.result, f"invalid torch-llm configuration: {exc}", "benchmark", 1)
+
+    import torch.distributed as dist
+
+    from workers.runners.torch_llm.train import SetupError, init_distributed, run_training, select_device
+
+    try:
+        device = select_device(cfg)
+        backend = init_distributed(cfg, device)
+    except SetupError as exc:
+        return _fail(args.result, str(exc), "infrastructure", 2)
+    _emit({"event": "started", "rank": cfg.rank, "device": str(device), "total": cfg.total_steps})
+    try:
+        out = run_training(cfg, _emit, device, backend)
+    except Exception as exc:
+        # Includes CUDA out-of-memory: a configuration that does not fit is the benchmark's result.
+        return _fail(args.result, f"{type(exc).__name__}: {exc}", "benchmark", 1)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    result = RunResult(
+        status="succeeded", metrics=out["metrics"], series=out["series"], provenance=out["provenance"]
+    )
+    args.result.write_text(json.dumps(result.to_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
