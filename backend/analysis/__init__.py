@@ -1,0 +1,52 @@
+"""Pure analysis: lists of numbers in, frozen dataclasses out. No database, no plotly, no I/O."""
+
+from backend.analysis.ablation import LadderAnalysis, VariantResult, analyze_ladder
+from backend.analysis.comparison import Comparison, compare_samples
+from backend.analysis.factorial import Effect, FactorialAnalysis, analyze_factorial, factors_from_variant
+from backend.analysis.manifest import ManifestDiff, PackageChange, compare_versions, diff_manifests
+from backend.analysis.metrics import (
+    KNOWN_METRICS,
+    MetricDef,
+    describe_metric,
+    direction_of,
+    get_metric,
+    infer_direction,
+    is_better,
+    is_known_metric,
+    oriented_ratio,
+    resolve_metric,
+)
+from backend.analysis.regression import LookbackResult, RegressionResult, compare_releases, lookback
+from backend.analysis.stats import Summary, summarize
+
+__all__ = [
+    "KNOWN_METRICS",
+    "Comparison",
+    "Effect",
+    "FactorialAnalysis",
+    "LadderAnalysis",
+    "LookbackResult",
+    "ManifestDiff",
+    "MetricDef",
+    "PackageChange",
+    "RegressionResult",
+    "Summary",
+    "VariantResult",
+    "analyze_factorial",
+    "analyze_ladder",
+    "compare_releases",
+    "compare_samples",
+    "compare_versions",
+    "describe_metric",
+    "diff_manifests",
+    "direction_of",
+    "factors_from_variant",
+    "get_metric",
+    "infer_direction",
+    "is_better",
+    "is_known_metric",
+    "lookback",
+    "oriented_ratio",
+    "resolve_metric",
+    "summarize",
+]
