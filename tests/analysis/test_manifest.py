@@ -45,3 +45,19 @@ def test_names_matched_pep503_and_order_independent():
 def test_empty():
     d = diff_manifests({}, {})
     assert d.added == d.removed == d.upgraded == d.downgraded == d.unchanged == ()
+
+
+def test_real_ppu_release_manifests():
+    # Versions as in examples/releases/training-xpu-pytorch-25.01.yaml and -26.01.yaml.
+    old = {
+        "PPU SDK": "1.4.1",
+        "ACCL-P": "1.4.0-7",
+        "EIC": "1.3.7.cuda12.ppu",
+        "transformer_engine": "1.12",
+        "vllm": "0.6.4.post1",
+    }
+    new = {"PPU SDK": "2.0.0", "transformer_engine": "2.8", "vllm": "0.12.0+ppu2.0.0.oe"}
+    d = diff_manifests(old, new)
+    assert [c.name for c in d.upgraded] == ["PPU SDK", "transformer_engine", "vllm"]
+    assert [c.name for c in d.removed] == ["ACCL-P", "EIC"]
+    assert d.added == d.downgraded == d.unchanged == ()
