@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from backend import __version__
-from backend.api.routes import health
+from backend.api import problems
+from backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
+from backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
 from backend.config import Settings, get_settings
 from backend.db.database import Database
+
+API_PREFIX = "/api/v1"
 
 
 def create_app(
@@ -19,11 +26,38 @@ def create_app(
         title="Ablate",
         version=__version__,
         description="Ablation studies of training-image releases: what each optimisation is worth.",
-        openapi_url="/api/v1/openapi.json",
+        openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url="/docs",
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.database = database
     app.state.run_dispatcher = run_dispatcher  # the workers issue starts it in the lifespan
+    app.state.metrics_registry = metrics.make_registry(database)
+
+    problems.install(app)
+    # Last added is outermost: metrics see every request, including those the body cap refuses.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=RequestMetrics(app.state.metrics_registry))
+
     app.include_router(health.router)
+    app.include_router(metrics.router)
+    for module in (catalog, studies, runs, results, tokens):
+        app.include_router(module.router, prefix=API_PREFIX)
+    _document_results_body(app)
     return app
+
+
+def _document_results_body(app: FastAPI) -> None:
+    """Add the results batch schema to OpenAPI (its route parses the body itself, for speed)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(results.openapi_components())
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,67 @@
+"""Bearer-token authentication as FastAPI dependencies: ``Depends(require("submit"))``.
+
+No token: 401. Unknown or revoked token: 401. Token without the scope: 403. Reads are open unless
+``read_requires_token`` is set. Secrets are never logged: only the token's name reaches logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import Request
+
+from backend.db.models import TokenScope
+from backend.services import tokens
+from backend.services.errors import Forbidden, Unauthorized
+from backend.services.tokens import Principal
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+    return secret.strip()
+
+
+def authenticate(request: Request) -> Principal | None:
+    secret = _bearer(request)
+    if secret is None:
+        return None
+    database = request.app.state.database
+    with database.read() as session:
+        token = tokens.authenticate(session, secret)
+        if token is None:
+            raise Unauthorized("the token is unknown or revoked")
+        principal = Principal(token.id, token.name, token.scope)
+        stale = token.last_used_at
+    if stale is None or tokens.utcnow() - stale > tokens.TOUCH_EVERY:
+        with database.transaction() as session:
+            live = session.get(tokens.ApiToken, principal.token_id)
+            if live is not None:
+                tokens.touch(session, live)
+    return principal
+
+
+def require(scope: str) -> Callable[[Request], Principal | None]:
+    """A dependency that lets the request through with ``scope`` (or higher), else 401/403."""
+
+    def dependency(request: Request) -> Principal | None:
+        principal = authenticate(request)
+        if principal is None:
+            if scope == TokenScope.read and not request.app.state.settings.read_requires_token:
+                return None
+            raise Unauthorized(f"this endpoint needs a token with scope {scope!r}")
+        if not principal.allows(scope):
+            raise Forbidden(f"token {principal.name!r} has scope {principal.scope!r}; this needs {scope!r}")
+        return principal
+
+    dependency.__name__ = f"require_{scope}"
+    return dependency
+
+
+read = require(TokenScope.read.value)
+submit = require(TokenScope.submit.value)
+admin = require(TokenScope.admin.value)

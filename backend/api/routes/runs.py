@@ -1,0 +1,57 @@
+"""Run routes: the paged list, one run, and its series."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from backend.api import auth
+from backend.api.deps import database
+from backend.schemas.runs import RunDetail, RunPage, SeriesOut
+from backend.services import runs
+from backend.services.downsample import MIN_POINTS
+
+router = APIRouter(tags=["runs"], dependencies=[Depends(auth.read)])
+
+NameQuery = Query(None, max_length=265)
+
+
+@router.get("/runs", response_model=RunPage)
+def list_runs(
+    request: Request,
+    release: str | None = NameQuery,
+    variant: str | None = NameQuery,
+    workload: str | None = NameQuery,
+    cluster: str | None = NameQuery,
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
+    source: Literal["scheduled", "ci"] | None = None,
+    study_id: int | None = Query(None, ge=1),
+    cursor: str | None = Query(None, max_length=200, description="next_cursor of the previous page"),
+    limit: int = Query(50, ge=1, le=runs.MAX_PAGE),
+) -> Any:
+    """Runs, newest first. Filters combine; ``next_cursor`` is null on the last page."""
+    filters = runs.RunFilters(release, variant, workload, cluster, status, source, study_id)
+    with database(request).read() as session:
+        items, next_cursor = runs.list_runs(session, filters, cursor=cursor, limit=limit)
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.get("/runs/{run_id}", response_model=RunDetail)
+def get_run(run_id: int, request: Request) -> Any:
+    """One run with summary metrics, series summaries, provenance and progress."""
+    with database(request).read() as session:
+        return runs.run_detail(session, run_id)
+
+
+@router.get("/runs/{run_id}/series/{metric}", response_model=SeriesOut)
+def get_series(
+    run_id: int,
+    request: Request,
+    metric: str = Path(max_length=200),
+    max_points: int | None = Query(
+        None, ge=MIN_POINTS, le=1_000_000, description="Downsample (min-max buckets) to at most this many."
+    ),
+) -> Any:
+    with database(request).read() as session:
+        return runs.run_series(session, run_id, metric, max_points=max_points)

@@ -1,0 +1,33 @@
+"""Admin API for tokens: create (the secret is in this one response only), list, revoke."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from backend.api import auth
+from backend.api.deps import database
+from backend.schemas.tokens import TokenCreate, TokenCreated, TokenOut
+from backend.services import tokens
+
+router = APIRouter(tags=["tokens"], dependencies=[Depends(auth.admin)])
+
+
+@router.post("/tokens", status_code=201, response_model=TokenCreated)
+def create_token(body: TokenCreate, request: Request) -> Any:
+    with database(request).transaction() as session:
+        token, secret = tokens.create_token(session, body.name, body.scope)
+        return {**TokenOut.model_validate(token).model_dump(), "secret": secret}
+
+
+@router.get("/tokens", response_model=list[TokenOut])
+def list_tokens(request: Request) -> Any:
+    with database(request).read() as session:
+        return [TokenOut.model_validate(t) for t in tokens.list_tokens(session)]
+
+
+@router.post("/tokens/{token_id}/revoke", response_model=TokenOut)
+def revoke_token(token_id: int, request: Request) -> Any:
+    with database(request).transaction() as session:
+        return TokenOut.model_validate(tokens.revoke_token(session, token_id))

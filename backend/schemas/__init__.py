@@ -1,0 +1,1 @@
+"""Pydantic request and response models of the API. Requests refuse unknown fields and bound every size."""

@@ -1,0 +1,148 @@
+"""Catalog entries: releases, variants (ladder steps), workloads and clusters."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from backend.schemas.common import FreeDict, Key, LongText, Name, Out, ShortText, Strict
+
+Text = Annotated[str, StringConstraints(max_length=5_000)]
+NoteList = Annotated[list[Text], Field(max_length=500)]
+
+
+class ReleaseNotes(Strict):
+    features: NoteList = []
+    fixes: NoteList = []
+    known_issues: NoteList = []
+    environment_rules: Annotated[list[Text | FreeDict], Field(max_length=500)] = []
+
+
+class ReleaseCreate(Strict):
+    image: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+    tag: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s:/]+$")]
+    platform: Literal["gpu", "ppu"]
+    release_date: date | None = None
+    manifest: FreeDict = {}
+    driver_requirements: FreeDict = {}
+    notes: ReleaseNotes = ReleaseNotes()
+
+
+class ReleaseUpdate(Strict):
+    release_date: date | None = None
+    manifest: FreeDict | None = None
+    driver_requirements: FreeDict | None = None
+    notes: ReleaseNotes | None = None
+
+
+class ReleaseOut(Out):
+    id: int
+    ref: str
+    image: str
+    tag: str
+    platform: str
+    release_date: date | None
+    manifest: dict[str, Any]
+    driver_requirements: dict[str, Any]
+    notes: dict[str, Any]
+    created_at: datetime
+
+
+class VariantDef(Strict):
+    name: Name
+    position: Annotated[int, Field(ge=0, le=10_000)] = 0
+    factors: Annotated[
+        list[Annotated[str, StringConstraints(min_length=1, max_length=64)]], Field(max_length=64)
+    ] = []
+    env: Annotated[dict[Key, Annotated[str, StringConstraints(max_length=4_000)]], Field(max_length=500)] = {}
+    image: Annotated[str, StringConstraints(max_length=500)] | None = None
+    runner_options: FreeDict = {}
+    description: LongText | None = None
+
+
+class VariantOut(Out):
+    id: int
+    name: str
+    position: int
+    factors: list[str]
+    env: dict[str, Any]
+    image: str | None
+    runner_options: dict[str, Any]
+    description: str | None
+    created_at: datetime
+
+
+Parallel = Annotated[int, Field(ge=1, le=1_000_000)]
+Count = Annotated[int, Field(ge=0, le=1_000_000_000)]
+
+
+class WorkloadDef(Strict):
+    name: Name
+    framework: ShortText | None = None
+    model: Name | None = None
+    data_parallel: Parallel = 1
+    tensor_parallel: Parallel = 1
+    pipeline_parallel: Parallel = 1
+    zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
+    seq_len: Count | None = None
+    micro_batch: Count | None = None
+    global_batch: Count | None = None
+    precision: Annotated[str, StringConstraints(max_length=16)] | None = None
+    warmup_steps: Count = 0
+    measured_steps: Count | None = None
+    runner: ShortText | None = None
+    runner_options: FreeDict = {}
+    parser: ShortText | None = None
+
+
+class WorkloadOut(Out):
+    id: int
+    name: str
+    framework: str | None
+    model: str | None
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    zero_stage: int | None
+    seq_len: int | None
+    micro_batch: int | None
+    global_batch: int | None
+    precision: str | None
+    warmup_steps: int
+    measured_steps: int | None
+    runner: str | None
+    runner_options: dict[str, Any]
+    parser: str | None
+    created_at: datetime
+
+
+class ClusterDef(Strict):
+    name: Name
+    accelerator: Literal["gpu", "ppu", "cpu"]
+    device_model: Name | None = None
+    nodes: Annotated[int, Field(ge=1, le=100_000)] = 1
+    devices_per_node: Annotated[int, Field(ge=0, le=1_024)] = 1
+    peak_tflops_per_device: Annotated[float, Field(gt=0)] | None = None
+    interconnect: ShortText | None = None
+    ray_address: Annotated[str, StringConstraints(max_length=500)] | None = None
+    resource_name: ShortText | None = None
+    labels: Annotated[
+        dict[Key, Annotated[str, StringConstraints(max_length=500)]], Field(max_length=100)
+    ] = {}
+
+
+class ClusterOut(Out):
+    id: int
+    name: str
+    accelerator: str
+    device_model: str | None
+    nodes: int
+    devices_per_node: int
+    peak_tflops_per_device: float | None
+    interconnect: str | None
+    ray_address: str | None
+    resource_name: str | None
+    labels: dict[str, Any]
+    created_at: datetime

@@ -1,0 +1,87 @@
+"""Runs as the API shows them: list items, detail, series."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from backend.schemas.common import Out
+
+
+class RunItem(Out):
+    id: int
+    study_id: int | None
+    release: str
+    variant: str
+    workload: str
+    cluster: str
+    repeat: int
+    status: str
+    source: str
+    attempt: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    current_step: int | None
+    total_steps: int | None
+    progress: float | None
+    latest_throughput: float | None
+    metrics: dict[str, float]
+
+
+class RunPage(Out):
+    items: list[RunItem]
+    next_cursor: str | None
+
+
+class MetricOut(Out):
+    name: str
+    value: float
+    unit: str
+
+
+class SeriesSummary(Out):
+    metric: str
+    n_points: int
+    min: float | None
+    max: float | None
+    last: float | None
+
+
+class RunDetail(Out):
+    id: int
+    study_id: int | None
+    release: str
+    variant: str
+    workload: str
+    cluster: str
+    repeat: int
+    status: str
+    source: str
+    attempt: int
+    queue_order: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    current_step: int | None
+    total_steps: int | None
+    progress: float | None
+    latest_throughput: float | None
+    metrics: list[MetricOut]
+    series: list[SeriesSummary]
+    provenance: dict[str, Any]
+    environment: dict[str, Any]
+    error: str | None
+    failure_kind: str | None
+    log_tail: str | None
+    log_path: str | None
+
+
+class SeriesOut(Out):
+    run_id: int
+    metric: str
+    unit: str | None
+    n_points: int
+    downsampled: bool
+    steps: list[int]
+    values: list[float]

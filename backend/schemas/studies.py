@@ -1,0 +1,70 @@
+"""Study plans (what to run) and the run matrix a study reports."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints
+
+from backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
+from backend.schemas.common import Name, Out, ReleaseRef, Strict, name_or
+
+
+class StudyPlan(Strict):
+    """A release x cluster x variants x workloads x repeats plan; one run is queued per cell."""
+
+    name: Name | None = None
+    release: ReleaseRef
+    cluster: name_or(ClusterDef)  # type: ignore[valid-type]
+    variants: Annotated[list[name_or(VariantDef)], Field(min_length=1, max_length=64)]  # type: ignore[valid-type]
+    workloads: Annotated[list[name_or(WorkloadDef)], Field(min_length=1, max_length=64)]  # type: ignore[valid-type]
+    repeats: Annotated[int, Field(ge=1, le=100)] = 3
+    order_seed: Annotated[int, Field(ge=0, le=2**62)] | None = None
+    created_by: Annotated[str, StringConstraints(max_length=200)] | None = None
+
+
+class StudyRunOut(Out):
+    id: int
+    variant: str
+    workload: str
+    repeat: int
+    status: str
+    attempt: int
+    queue_order: int
+    current_step: int | None
+    total_steps: int | None
+    progress: float | None
+    latest_throughput: float | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+
+
+class StudyOut(Out):
+    id: int
+    name: str
+    status: str
+    release: str
+    cluster: str
+    repeats: int
+    order_seed: int
+    variants: list[str]
+    workloads: list[str]
+    counts: dict[str, int]
+    created_by: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    plan: dict[str, Any]
+    runs: list[StudyRunOut]
+
+
+class StudySummaryOut(Out):
+    id: int
+    name: str
+    status: str
+    release: str
+    cluster: str
+    repeats: int
+    created_at: datetime
+    finished_at: datetime | None

@@ -1,0 +1,93 @@
+"""Expected failures of the services, each carrying what an RFC 9457 problem body needs.
+
+Services raise these; the API turns them into ``application/problem+json`` and the CLI into one line.
+Field paths are strings such as ``results[3].metrics.throughput_tokens_per_s`` so a client can point at
+the exact input that was refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.errors import AblateError
+
+
+@dataclass(frozen=True)
+class FieldError:
+    loc: str
+    msg: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"loc": self.loc, "msg": self.msg}
+
+
+class ProblemError(AblateError):
+    """An expected failure with an HTTP status, a short title and optional field errors."""
+
+    status = 400
+    title = "Bad request"
+    slug = "bad-request"
+
+    def __init__(self, detail: str, errors: list[FieldError] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = list(errors or [])
+
+    @property
+    def type(self) -> str:
+        return f"urn:ablate:problem:{self.slug}"
+
+    def __str__(self) -> str:
+        if not self.errors:
+            return self.detail
+        fields = "; ".join(f"{e.loc}: {e.msg}" for e in self.errors)
+        return f"{self.detail} ({fields})"
+
+
+class ValidationProblem(ProblemError):
+    status = 422
+    title = "Invalid input"
+    slug = "validation"
+
+    @classmethod
+    def at(cls, loc: str, msg: str) -> ValidationProblem:
+        return cls(f"{loc}: {msg}", [FieldError(loc, msg)])
+
+
+class NotFound(ProblemError):
+    status = 404
+    title = "Not found"
+    slug = "not-found"
+
+    @classmethod
+    def at(cls, loc: str, msg: str) -> NotFound:
+        return cls(f"{loc}: {msg}", [FieldError(loc, msg)])
+
+
+class Conflict(ProblemError):
+    status = 409
+    title = "Conflict"
+    slug = "conflict"
+
+    @classmethod
+    def at(cls, loc: str, msg: str) -> Conflict:
+        return cls(f"{loc}: {msg}", [FieldError(loc, msg)])
+
+
+class Unauthorized(ProblemError):
+    status = 401
+    title = "Unauthorized"
+    slug = "unauthorized"
+    headers = {"WWW-Authenticate": 'Bearer realm="ablate"'}
+
+
+class Forbidden(ProblemError):
+    status = 403
+    title = "Forbidden"
+    slug = "forbidden"
+
+
+class PayloadTooLarge(ProblemError):
+    status = 413
+    title = "Payload too large"
+    slug = "payload-too-large"

@@ -1,0 +1,253 @@
+"""Studies: a plan becomes one queued run per (variant, workload, repeat), in an interleaved order.
+
+Why interleave: machines drift (thermals, neighbours, clock boosts). If all repeats of a variant ran
+back to back, drift over the study would show up as an effect of whichever variant ran last. Repeats
+therefore go round by round (repeat 0 of every cell, then repeat 1, ...), each workload's variants
+adjacent in time, and the variant order within a round shuffled by a seeded RNG whose seed is stored
+in ``Study.order_seed`` so the order can be reproduced and audited.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.orm import Session
+
+from backend.db.base import utcnow
+from backend.db.models import Cluster, Run, RunSource, RunStatus, Study, StudyStatus, Variant, Workload
+from backend.schemas.studies import StudyPlan
+from backend.services import catalog
+from backend.services.errors import NotFound, ValidationProblem
+from workers.runners.base import get_runner
+
+DEFAULT_RUNNER = "torch-llm"
+# Serialises queue_order allocation between concurrent study creations on PostgreSQL.
+_QUEUE_LOCK = 0x41424C54  # "ABLT"
+
+
+def interleaved_cells(
+    n_variants: int, n_workloads: int, repeats: int, seed: int
+) -> list[tuple[int, int, int]]:
+    """(variant index, workload index, repeat) in queue order: round by round, variants shuffled."""
+    rng = random.Random(seed)
+    cells: list[tuple[int, int, int]] = []
+    for repeat in range(repeats):
+        for w in range(n_workloads):
+            order = list(range(n_variants))
+            rng.shuffle(order)
+            cells.extend((v, w, repeat) for v in order)
+    return cells
+
+
+def create_study(session: Session, plan: StudyPlan) -> Study:
+    """Resolve the plan's catalog entries, check every factor with its runner, queue the runs."""
+    release = catalog.get_release(session, plan.release, "release")
+    cache: dict[tuple[type, str], Any] = {}
+    cluster = catalog.resolve_named(session, Cluster, plan.cluster, "cluster", cache)
+    variants = [
+        catalog.resolve_named(session, Variant, v, f"variants[{i}]", cache)
+        for i, v in enumerate(plan.variants)
+    ]
+    workloads = [
+        catalog.resolve_named(session, Workload, w, f"workloads[{i}]", cache)
+        for i, w in enumerate(plan.workloads)
+    ]
+    _refuse_duplicates([v.name for v in variants], "variants")
+    _refuse_duplicates([w.name for w in workloads], "workloads")
+    _check_factors(cluster, variants, workloads)
+
+    seed = plan.order_seed if plan.order_seed is not None else random.SystemRandom().randrange(2**31)
+    study = Study(
+        name=plan.name or f"{release.ref} on {cluster.name}",
+        release_id=release.id,
+        cluster_id=cluster.id,
+        repeats=plan.repeats,
+        plan={**plan.model_dump(mode="json"), "order_seed": seed},
+        order_seed=seed,
+        status=StudyStatus.queued.value,
+        created_by=plan.created_by,
+    )
+    session.add(study)
+    # Flushing first takes SQLite's write lock, so the max() below cannot race another writer there.
+    session.flush()
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _QUEUE_LOCK})
+    base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1
+    cells = interleaved_cells(len(variants), len(workloads), plan.repeats, seed)
+    session.add_all(
+        Run(
+            study_id=study.id,
+            release_id=release.id,
+            cluster_id=cluster.id,
+            variant_id=variants[v].id,
+            workload_id=workloads[w].id,
+            repeat=repeat,
+            status=RunStatus.queued.value,
+            source=RunSource.scheduled.value,
+            attempt=1,
+            queue_order=base + n,
+            provenance={},
+            environment={},
+        )
+        for n, (v, w, repeat) in enumerate(cells)
+    )
+    session.flush()
+    return study
+
+
+def _refuse_duplicates(names: list[str], loc: str) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            raise ValidationProblem.at(f"{loc}[{i}]", f"{name!r} is listed twice")
+        seen.add(name)
+
+
+def _check_factors(cluster: Cluster, variants: list[Variant], workloads: list[Workload]) -> None:
+    """Refuse a plan whose runner cannot really implement a variant's factor on this cluster."""
+    for w_index, workload in enumerate(workloads):
+        name = workload.runner or DEFAULT_RUNNER
+        try:
+            runner = get_runner(name)
+        except ValueError as exc:
+            raise ValidationProblem.at(f"workloads[{w_index}].runner", str(exc)) from None
+        for v_index, variant in enumerate(variants):
+            problem = runner.check_factors(variant.factors or [], cluster.accelerator)
+            if problem:
+                raise ValidationProblem.at(
+                    f"variants[{v_index}].factors",
+                    f"variant {variant.name!r} (workload {workload.name!r}): {problem}",
+                )
+
+
+def get_study(session: Session, study_id: int) -> Study:
+    study = session.get(Study, study_id)
+    if study is None:
+        raise NotFound.at("study_id", f"study {study_id} does not exist")
+    return study
+
+
+def derive_status(statuses: Counter[str]) -> StudyStatus:
+    """A study's status from its runs' statuses."""
+    active = statuses[RunStatus.running] + statuses[RunStatus.queued]
+    total = sum(statuses.values())
+    if total == 0:
+        return StudyStatus.queued
+    if statuses[RunStatus.running] or (statuses[RunStatus.queued] and active < total):
+        return StudyStatus.running
+    if statuses[RunStatus.queued]:
+        return StudyStatus.queued
+    if statuses[RunStatus.cancelled]:
+        return StudyStatus.cancelled
+    if statuses[RunStatus.failed]:
+        return StudyStatus.failed
+    return StudyStatus.succeeded
+
+
+def refresh_study_status(session: Session, study: Study | int) -> str:
+    """Recompute ``study.status`` (and ``finished_at``) from its runs; returns the new status."""
+    if isinstance(study, int):
+        study = get_study(session, study)
+    session.flush()
+    rows = session.execute(
+        select(Run.status, func.count()).where(Run.study_id == study.id).group_by(Run.status)
+    )
+    status = derive_status(Counter({s: n for s, n in rows}))
+    if study.status != status.value:
+        study.status = status.value
+    terminal = status in {StudyStatus.succeeded, StudyStatus.failed, StudyStatus.cancelled}
+    if terminal and study.finished_at is None:
+        study.finished_at = utcnow()
+    elif not terminal:
+        study.finished_at = None
+    session.flush()
+    return status.value
+
+
+def cancel_study(session: Session, study_id: int) -> Study:
+    """Queued runs are cancelled; running runs are marked cancelled and the dispatcher stops them."""
+    study = get_study(session, study_id)
+    now: datetime = utcnow()
+    session.execute(
+        update(Run)
+        .where(Run.study_id == study.id, Run.status == RunStatus.queued.value)
+        .values(status=RunStatus.cancelled.value, finished_at=now, updated_at=now)
+    )
+    session.execute(
+        update(Run)
+        .where(Run.study_id == study.id, Run.status == RunStatus.running.value)
+        .values(status=RunStatus.cancelled.value, updated_at=now)
+    )
+    session.expire_all()
+    refresh_study_status(session, study)
+    return study
+
+
+def list_studies(session: Session, *, limit: int = 100) -> list[Study]:
+    return list(session.scalars(select(Study).order_by(Study.id.desc()).limit(limit)))
+
+
+def study_matrix(session: Session, study: Study) -> dict[str, Any]:
+    """The study with its runs in queue order: what the study page and ``GET /studies/{id}`` show."""
+    rows = session.execute(
+        select(Run, Variant.name, Workload.name)
+        .join(Variant, Run.variant_id == Variant.id)
+        .join(Workload, Run.workload_id == Workload.id)
+        .where(Run.study_id == study.id)
+        .order_by(Run.queue_order)
+    ).all()
+    runs = [
+        {
+            "id": run.id,
+            "variant": variant,
+            "workload": workload,
+            "repeat": run.repeat,
+            "status": run.status,
+            "attempt": run.attempt,
+            "queue_order": run.queue_order,
+            "current_step": run.current_step,
+            "total_steps": run.total_steps,
+            "progress": progress(run.current_step, run.total_steps, run.status),
+            "latest_throughput": run.latest_throughput,
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
+            "error": run.error,
+        }
+        for run, variant, workload in rows
+    ]
+    plan = study.plan or {}
+    return {
+        "id": study.id,
+        "name": study.name,
+        "status": study.status,
+        "release": study.release.ref,
+        "cluster": study.cluster.name,
+        "repeats": study.repeats,
+        "order_seed": study.order_seed,
+        "variants": _plan_names(plan.get("variants"), runs, "variant"),
+        "workloads": _plan_names(plan.get("workloads"), runs, "workload"),
+        "counts": dict(Counter(r["status"] for r in runs)),
+        "created_by": study.created_by,
+        "created_at": study.created_at,
+        "finished_at": study.finished_at,
+        "plan": plan,
+        "runs": runs,
+    }
+
+
+def _plan_names(items: Any, runs: list[dict[str, Any]], key: str) -> list[str]:
+    if isinstance(items, list) and items:
+        return [i if isinstance(i, str) else str(i.get("name")) for i in items]
+    return list(dict.fromkeys(r[key] for r in runs))
+
+
+def progress(current: int | None, total: int | None, status: str) -> float | None:
+    if status == RunStatus.succeeded:
+        return 1.0
+    if current is None or not total:
+        return None
+    return max(0.0, min(1.0, current / total))
