@@ -1,0 +1,110 @@
+"""Studies: interleaved queue order, factor checks, cancel, derived status."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from sqlalchemy import select
+
+from backend.db.database import Database
+from backend.db.models import Run, RunStatus
+from backend.schemas.studies import StudyPlan
+from backend.services import ingest, studies
+from backend.services.errors import NotFound, ValidationProblem
+from tests.services.conftest import Catalog
+
+
+def plan(c: Catalog, **overrides: object) -> StudyPlan:
+    data = {"release": c.release, "cluster": c.cluster, "variants": c.variants, "workloads": c.workloads}
+    return StudyPlan.model_validate({**data, "repeats": 3, "order_seed": 7, **overrides})
+
+
+def test_interleaved_cells_are_round_by_round_and_reproducible() -> None:
+    cells = studies.interleaved_cells(3, 2, 4, seed=11)
+    assert len(cells) == 3 * 2 * 4 and len(set(cells)) == len(cells)
+    # repeat r of every cell is queued before any repeat r+1
+    repeats = [r for _, _, r in cells]
+    assert repeats == sorted(repeats)
+    assert cells == studies.interleaved_cells(3, 2, 4, seed=11)
+    # the variant order is not the same in every round (seeded shuffle, not a fixed ladder order)
+    orders = {tuple(v for v, w, r in cells if w == 0 and r == rep) for rep in range(4)}
+    assert len(orders) > 1
+    assert studies.interleaved_cells(3, 2, 4, seed=12) != cells
+
+
+def test_create_study_queues_one_run_per_cell_with_increasing_order(
+    database: Database, seeded: Catalog
+) -> None:
+    with database.transaction() as s:
+        first = studies.create_study(s, plan(seeded))
+        second = studies.create_study(s, plan(seeded, repeats=1, order_seed=None))
+    with database.read() as s:
+        runs1 = s.scalars(select(Run).where(Run.study_id == first.id).order_by(Run.queue_order)).all()
+        runs2 = s.scalars(select(Run).where(Run.study_id == second.id).order_by(Run.queue_order)).all()
+        assert len(runs1) == 3 * 2 * 3 and len(runs2) == 3 * 2
+        assert all(r.status == "queued" and r.source == "scheduled" for r in runs1 + runs2)
+        assert max(r.queue_order for r in runs1) < min(r.queue_order for r in runs2)
+        assert Counter((r.variant_id, r.workload_id) for r in runs1) == Counter(
+            {k: 3 for k in {(r.variant_id, r.workload_id) for r in runs1}}
+        )
+        assert [r.repeat for r in runs1] == sorted(r.repeat for r in runs1)
+        assert first.order_seed == 7 and second.order_seed >= 0
+
+
+def test_factor_the_runner_cannot_implement_is_refused_naming_variant(
+    database: Database, seeded: Catalog
+) -> None:
+    bad = {"name": "Base+ACCL", "factors": ["accl"]}  # ACCL cannot be provided on a CPU cluster
+    with pytest.raises(ValidationProblem) as err, database.transaction() as s:
+        studies.create_study(s, plan(seeded, variants=[seeded.variants[0], bad]))
+    assert err.value.errors[0].loc == "variants[1].factors"
+    assert "Base+ACCL" in err.value.errors[0].msg and "accl" in err.value.errors[0].msg
+    with database.read() as s:
+        assert s.scalars(select(Run)).all() == []
+
+
+def test_unknown_release_and_duplicate_variant(database: Database, seeded: Catalog) -> None:
+    with pytest.raises(NotFound), database.transaction() as s:
+        studies.create_study(s, plan(seeded, release="training-nv-pytorch:99.99"))
+    with pytest.raises(ValidationProblem) as err, database.transaction() as s:
+        studies.create_study(s, plan(seeded, variants=[seeded.variants[0], seeded.variants[0]]))
+    assert err.value.errors[0].loc == "variants[1]"
+
+
+def test_cancel_and_derived_status(database: Database, seeded: Catalog) -> None:
+    with database.transaction() as s:
+        study = studies.create_study(s, plan(seeded, repeats=1))
+        runs = s.scalars(select(Run).where(Run.study_id == study.id).order_by(Run.queue_order)).all()
+        runs[0].status = RunStatus.running.value
+        assert studies.refresh_study_status(s, study) == "running"
+        ingest.record_run_result(
+            s,
+            runs[1],
+            status="succeeded",
+            metrics={"throughput_tokens_per_s": (100.0, "tokens/s")},
+            series={},
+            provenance={},
+            environment=None,
+            error=None,
+            failure_kind=None,
+            log_tail=None,
+            log_path=None,
+            started_at=None,
+            finished_at=None,
+        )
+        cancelled = studies.cancel_study(s, study.id)
+        assert cancelled.status == "cancelled" and cancelled.finished_at is not None
+    with database.read() as s:
+        statuses = Counter(s.scalars(select(Run.status).where(Run.study_id == study.id)))
+    assert statuses == {"cancelled": 5, "succeeded": 1}
+
+
+def test_derive_status() -> None:
+    d = studies.derive_status
+    assert d(Counter()) == "queued"
+    assert d(Counter(queued=3)) == "queued"
+    assert d(Counter(queued=1, succeeded=1)) == "running"
+    assert d(Counter(succeeded=2)) == "succeeded"
+    assert d(Counter(succeeded=1, failed=1)) == "failed"
+    assert d(Counter(failed=1, cancelled=1)) == "cancelled"
