@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -60,6 +60,14 @@ class Settings(BaseSettings):
     significance_alpha: float = Field(default=0.05, description="Significance level of every test.")
     lookback_releases: int = Field(default=5, description="Releases the lookback z-score compares against.")
     log_level: str = Field(default="info", description="Log level of the service.")
+    server_url: str = Field(
+        default="http://127.0.0.1:8000",
+        description="Ablate server that `ablate results submit` talks to (overridden by `--server`).",
+    )
+    token: SecretStr = Field(
+        default=SecretStr(""),
+        description="API token `ablate results submit` sends (overridden by `--token`). Never logged.",
+    )
 
     @field_validator("database_url")
     @classmethod
