@@ -1,0 +1,162 @@
+"""The command runner with real child processes (small python -c scripts)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workers.runners.base import RunCancelled, RunSpec, get_runner
+
+RUNNER = get_runner("command")
+
+EMIT_JSONL = """
+import json, os, sys, time
+print("booting", flush=True)
+print("value of ABLATE_X:", os.environ.get("ABLATE_X"), flush=True)
+for step in range(1, 6):
+    rec = {"step": step, "step_time_s": 0.5 if step > 1 else 3.0, "loss": 10.0 - step}
+    print(json.dumps(rec), flush=True)
+print("{broken", flush=True)
+"""
+
+
+def _spec(make_spec: Callable[..., RunSpec], script: str, **kw: Any) -> RunSpec:
+    options = {"command": [sys.executable, "-c", script], **kw.pop("options", {})}
+    return make_spec(runner="command", parser=kw.pop("parser", "jsonl"), options=options, **kw)
+
+
+def test_success_with_jsonl(make_spec: Callable[..., RunSpec]) -> None:
+    events: list[tuple[int, int, float | None]] = []
+    spec = _spec(
+        make_spec,
+        EMIT_JSONL,
+        env={"ABLATE_X": "from-spec"},
+        warmup_steps=1,
+        measured_steps=4,
+        global_batch=8,
+        seq_len=128,
+    )
+    res = RUNNER.run(spec, lambda s, t, tps: events.append((s, t, tps)))
+    assert res.succeeded, (res.error, res.log_tail)
+    assert res.metrics["step_time_s"] == (0.5, "s")  # warm-up step (3.0 s) dropped
+    assert res.metrics["throughput_tokens_per_s"][0] == pytest.approx(8 * 128 / 0.5)
+    assert res.metrics["throughput_samples_per_s"][0] == pytest.approx(16.0)
+    assert res.metrics["loss"] == (5.0, "1")
+    assert "elapsed_s" in res.metrics
+    assert res.series["step_time_s"][0] == [1, 2, 3, 4, 5]
+    assert [e[0] for e in events] == [1, 2, 3, 4, 5] and events[-1][1] == 5
+    assert events[-1][2] == pytest.approx(2048.0)
+    assert res.provenance["malformed_lines"] == "1"
+    assert "value of ABLATE_X: from-spec" in res.log_tail
+    assert res.log_path and "booting" in Path(res.log_path).read_text()
+    assert res.environment["ABLATE_X"] == "from-spec"
+
+
+def test_string_command_and_cwd(make_spec: Callable[..., RunSpec], tmp_path: Path) -> None:
+    (tmp_path / "emit.py").write_text('print(\'{"step": 1, "tokens_per_s": 99.0}\')\n')
+    spec = make_spec(
+        runner="command",
+        parser="jsonl",
+        warmup_steps=0,
+        options={"command": f"{sys.executable} emit.py", "cwd": str(tmp_path)},
+    )
+    res = RUNNER.run(spec)
+    assert res.succeeded and res.metrics["throughput_tokens_per_s"] == (99.0, "tokens/s")
+
+
+def test_nonzero_exit_fails_with_tail(make_spec: Callable[..., RunSpec]) -> None:
+    script = EMIT_JSONL + "\nprint('RuntimeError: NCCL error in: ...', file=sys.stderr)\nsys.exit(3)"
+    res = RUNNER.run(_spec(make_spec, script))
+    assert not res.succeeded and res.failure_kind == "benchmark"
+    assert res.error == "command exit code 3"
+    assert "NCCL error" in res.log_tail
+
+
+def test_signal_is_infrastructure(make_spec: Callable[..., RunSpec]) -> None:
+    res = RUNNER.run(
+        _spec(make_spec, "import os, signal; print('oom soon', flush=True); os.kill(os.getpid(), 9)")
+    )
+    assert res.failure_kind == "infrastructure" and "SIGKILL" in (res.error or "")
+    assert "oom soon" in res.log_tail
+
+
+def test_timeout_kills_process_group(make_spec: Callable[..., RunSpec]) -> None:
+    # The child starts a grandchild; both must die with the group.
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print('child', p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    res = RUNNER.run(_spec(make_spec, script, timeout_s=1.5))
+    assert res.failure_kind == "timeout" and "timed out after 1.5 s" in (res.error or "")
+    pid = int(res.log_tail.split("child ")[1].split()[0])
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_no_metrics_fails(make_spec: Callable[..., RunSpec]) -> None:
+    res = RUNNER.run(_spec(make_spec, "print('training finished, metrics written elsewhere')"))
+    assert res.failure_kind == "benchmark" and "no metrics" in (res.error or "")
+    assert "metrics written elsewhere" in res.log_tail
+
+
+def test_missing_executable_and_bad_options(make_spec: Callable[..., RunSpec]) -> None:
+    res = RUNNER.run(make_spec(runner="command", options={"command": ["/nonexistent/ljperf", "benchmark"]}))
+    assert res.failure_kind == "infrastructure" and "/nonexistent/ljperf" in (res.error or "")
+    res = RUNNER.run(make_spec(runner="command", options={}))
+    assert res.failure_kind == "benchmark" and "runner_options.command" in (res.error or "")
+    res = RUNNER.run(make_spec(runner="command", parser="nope", options={"command": "true"}))
+    assert res.failure_kind == "benchmark" and "known parsers" in (res.error or "")
+
+
+def test_regex_parser_through_options(make_spec: Callable[..., RunSpec]) -> None:
+    script = "for i in range(1, 4): print(f'[ljperf] step {i}/3 | tokens/s: {1000.0 * i}', flush=True)"
+    options = {
+        "parser_options": {
+            "patterns": [
+                {
+                    "regex": r"step (?P<step>\d+)/(?P<total>\d+) \| tokens/s: (?P<t>[\d.]+)",
+                    "metrics": {"t": "throughput_tokens_per_s"},
+                }
+            ]
+        }
+    }
+    totals: list[int] = []
+    res = RUNNER.run(
+        _spec(make_spec, script, parser="regex", options=options, warmup_steps=1),
+        lambda s, t, x: totals.append(t),
+    )
+    assert res.succeeded and res.metrics["throughput_tokens_per_s"][0] == pytest.approx(2500.0)
+    assert totals == [3, 3, 3]  # the log's own total wins
+
+
+def test_cancel(make_spec: Callable[..., RunSpec]) -> None:
+    script = (
+        "import json, time\n"
+        "for i in range(1, 1000):\n"
+        "    print(json.dumps({'step': i, 'loss': 1.0}), flush=True)\n"
+        "    time.sleep(0.05)\n"
+    )
+
+    def cancel(step: int, total: int, tps: float | None) -> None:
+        if step == 3:
+            raise RunCancelled("operator stop")
+
+    res = RUNNER.run(_spec(make_spec, script), cancel)
+    assert res.failure_kind == "infrastructure" and "operator stop" in (res.error or "")
+
+
+def test_factors() -> None:
+    assert "'accl'" in (RUNNER.check_factors(["accl"], "cpu") or "")
+    assert RUNNER.check_factors(["accl", "ac2", "compiler_opt", "ckpt_opt", "fp8"], "gpu") is None
+    assert RUNNER.check_factors(["compiler_opt"], "cpu") is None
+
+
+def test_result_serialises(make_spec: Callable[..., RunSpec]) -> None:
+    res = RUNNER.run(_spec(make_spec, EMIT_JSONL))
+    assert json.loads(json.dumps(res.to_dict()))["status"] == "succeeded"

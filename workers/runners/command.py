@@ -1,0 +1,171 @@
+"""The ``command`` runner: run any benchmark command (ljperf, torchrun, deepspeed ...) and parse its log.
+
+The variant's factors are realised by what the dispatcher resolved into the spec (image, env, the
+variant's runner_options such as a different command); this runner cannot look inside the command, so
+it accepts any factor except those physically impossible on the cluster (ACCL/AC2 on cpu).
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from workers.parsers import LogParser, get_parser
+from workers.parsers.summary import Context, summarize
+from workers.runners.base import ProgressCallback, RunResult, RunSpec, factor_error, normalize_factor
+from workers.runners.process import ProcessGroup, describe_returncode, merged_env
+
+NAME = "command"
+_CPU_IMPOSSIBLE = {"accl": "ACCL needs GPU/PPU collectives", "ac2": "AC2 is a GPU/PPU golden image"}
+
+
+def _argv(command: Any) -> list[str]:
+    if isinstance(command, str):
+        return shlex.split(command)
+    if isinstance(command, list | tuple) and command and all(isinstance(c, str) for c in command):
+        return list(command)
+    raise ValueError("runner_options.command must be a non-empty string or list of strings")
+
+
+def _devices(spec: RunSpec) -> int:
+    w, c = spec.workload, spec.cluster
+    parallel = (
+        int(w.get("data_parallel") or 1)
+        * int(w.get("tensor_parallel") or 1)
+        * int(w.get("pipeline_parallel") or 1)
+    )
+    cluster = int(c.get("nodes") or 1) * int(c.get("devices_per_node") or 1)
+    return parallel if parallel > 1 else cluster
+
+
+def _tokens_per_s(values: dict[str, float], parser: LogParser) -> float | None:
+    if "throughput_tokens_per_s" in values:
+        return values["throughput_tokens_per_s"]
+    if "throughput_samples_per_s" in values and parser.seq_len:
+        return values["throughput_samples_per_s"] * parser.seq_len
+    if "step_time_s" in values and parser.seq_len and parser.global_batch and values["step_time_s"] > 0:
+        return parser.seq_len * parser.global_batch / values["step_time_s"]
+    return None
+
+
+class CommandRunner:
+    name = NAME
+
+    def supported_factors(self, accelerator: str) -> set[str]:
+        """The ladder factors realisable here; any other factor is accepted too (see module doc)."""
+        known = {"accl", "ac2", "compiler_opt", "ckpt_opt"}
+        return known - set(_CPU_IMPOSSIBLE) if accelerator.lower() == "cpu" else known
+
+    def check_factors(self, factors: Iterable[str], accelerator: str) -> str | None:
+        acc = accelerator.lower()
+        for raw in factors:
+            f = normalize_factor(raw)
+            if acc == "cpu" and f in _CPU_IMPOSSIBLE:
+                return factor_error(NAME, raw, acc, _CPU_IMPOSSIBLE[f])
+        return None
+
+    def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
+        env_used = dict(spec.env)
+        if err := self.check_factors(spec.factors, spec.accelerator):
+            return RunResult.failed(err, "benchmark", environment=env_used)
+        opts, w = spec.runner_options, spec.workload
+        parser_name = str(w.get("parser") or opts.get("parser") or "jsonl")
+        try:
+            argv = _argv(opts.get("command"))
+            parser = get_parser(
+                parser_name,
+                {
+                    "seq_len": w.get("seq_len"),
+                    "global_batch": w.get("global_batch"),
+                    **(opts.get("parser_options") or {}),
+                },
+            )
+        except ValueError as exc:
+            return RunResult.failed(f"invalid command run: {exc}", "benchmark", environment=env_used)
+        if spec.world_size > 1:  # one rank of a group the dispatcher placed; the command reads these
+            env_used.update(
+                MASTER_ADDR=spec.master_addr,
+                MASTER_PORT=str(spec.master_port),
+                WORLD_SIZE=str(spec.world_size),
+                RANK=str(spec.rank),
+                LOCAL_RANK=str(spec.local_rank),
+            )
+        warmup = int(w.get("warmup_steps") or 0)
+        total = int(opts.get("total_steps") or warmup + int(w.get("measured_steps") or 0) or 0)
+        log_path = Path(spec.log_dir) / f"run-{spec.run_id}.log"
+        prov = {
+            "runner": NAME,
+            "host": socket.gethostname(),
+            "command": shlex.join(argv),
+            "parser": parser_name,
+            "variant": str(spec.variant.get("name", "")),
+            "factors": ",".join(spec.factors),
+        }
+        if spec.variant.get("image"):
+            prov["image"] = str(spec.variant["image"])
+        group = ProcessGroup()
+        t0 = time.monotonic()
+        try:
+            group.start(argv, env=merged_env(env_used), log_path=log_path, cwd=opts.get("cwd"))
+        except OSError as exc:
+            return RunResult.failed(
+                f"could not start command {argv[0]!r}: {exc}",
+                "infrastructure",
+                provenance=prov,
+                environment=env_used,
+            )
+
+        def on_line(_index: int, line: str) -> None:
+            for rec in parser.feed(line):
+                if progress is not None:
+                    progress(
+                        rec.step, parser.total_steps or total or rec.step, _tokens_per_s(rec.values, parser)
+                    )
+
+        out = group.wait(spec.timeout_s, on_line)[0]
+        elapsed = time.monotonic() - t0
+        parsed = parser.finish()
+        prov["malformed_lines"] = str(parsed.malformed_lines)
+        prov["step_records"] = str(len(parsed.steps))
+        fail = {
+            "log_tail": out.tail_text,
+            "log_path": out.log_path,
+            "provenance": prov,
+            "environment": env_used,
+        }
+        if out.cancelled is not None:
+            return RunResult.failed(f"cancelled: {out.cancelled}", "infrastructure", **fail)
+        if out.timed_out:
+            return RunResult.failed(
+                f"timed out after {spec.timeout_s:g} s (process group killed)", "timeout", **fail
+            )
+        code = out.returncode if out.returncode is not None else -9
+        if code != 0:
+            kind = "infrastructure" if code < 0 else "benchmark"
+            return RunResult.failed(f"command {describe_returncode(code)}", kind, **fail)  # type: ignore[arg-type]
+        ctx = Context(
+            seq_len=parser.seq_len,
+            global_batch=parser.global_batch,
+            devices=_devices(spec),
+            peak_tflops_per_device=spec.cluster.get("peak_tflops_per_device"),
+            warmup_steps=warmup,
+        )
+        metrics, series = summarize(parsed, ctx)
+        if not metrics:
+            why = f"parser {parser_name} found no metrics ({len(parsed.steps)} step records"
+            why += f", {warmup} warm-up dropped, {parsed.malformed_lines} malformed lines)"
+            return RunResult.failed(f"command printed no metrics: {why}", "benchmark", **fail)
+        metrics.setdefault("elapsed_s", (elapsed, "s"))
+        return RunResult(
+            status="succeeded",
+            metrics=metrics,
+            series=series,
+            provenance=prov,
+            log_tail=out.tail_text,
+            log_path=out.log_path,
+            environment=env_used,
+        )
