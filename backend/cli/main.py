@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from backend import __version__
-from backend.cli import db
+from backend.cli import db, releases, results, tokens
 from backend.cli.common import App, console
 from backend.cli.config_docs import config_docs
 from backend.cli.serve import serve
 
 app = App(help="Ablate: what each optimisation in a training-image release is worth.", no_args_is_help=True)
 app.add_typer(db.app, name="db")
+app.add_typer(tokens.app, name="token")
+app.add_typer(results.app, name="results")
+app.add_typer(releases.app, name="release")
 app.command()(serve)
 app.command("config-docs")(config_docs)
 

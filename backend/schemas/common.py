@@ -13,7 +13,24 @@ LongText = Annotated[str, StringConstraints(max_length=10_000)]
 MetricName = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:/\-]+$")]
 Unit = Annotated[str, StringConstraints(min_length=1, max_length=32)]
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Scalar = Annotated[str, StringConstraints(max_length=2_000)] | int | float | bool | None
+
+
+def _scalar_tag(value: Any) -> str:
+    if isinstance(value, bool):
+        return "flag"
+    if isinstance(value, int | float):
+        return "number"
+    return "null" if value is None else "text"
+
+
+# A provenance value: text, number, flag or null. Tagged so an error names one reason, not four.
+Scalar = Annotated[
+    Annotated[str, Tag("text"), StringConstraints(max_length=2_000)]
+    | Annotated[float, Tag("number")]
+    | Annotated[bool, Tag("flag")]
+    | Annotated[None, Tag("null")],
+    Discriminator(_scalar_tag),
+]
 # A release reference such as ``training-nv-pytorch:25.12``.
 ReleaseRef = Annotated[
     str, StringConstraints(min_length=3, max_length=265, pattern=r"^[^\s:]+(:[^\s:/]+)?:[^\s:/]+$")
@@ -25,7 +42,7 @@ FreeDict = Annotated[dict[Key, Any], Field(max_length=500)]
 # reads ``results[0].cluster.nodes``, not ``results[0].cluster.in-full.nodes``.
 BY_NAME = "by-name"
 IN_FULL = "in-full"
-UNION_TAGS = frozenset({BY_NAME, IN_FULL, "number", "with-unit"})
+UNION_TAGS = frozenset({BY_NAME, IN_FULL, "number", "with-unit", "text", "flag", "null"})
 
 
 def _name_or_full(value: Any) -> str:

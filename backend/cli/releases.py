@@ -1,0 +1,56 @@
+"""`ablate release import FILE.yaml`: a release manifest file into the catalog (created or updated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from backend.cli.common import App, console, open_database, settings
+from backend.cli.serve import prepare_database
+from backend.errors import AblateError
+from backend.schemas.catalog import ReleaseCreate
+from backend.services import catalog
+
+app = App(help="Releases of training images: import from a manifest file.", no_args_is_help=True)
+
+
+def load_release_file(path: Path) -> ReleaseCreate:
+    """Parse and validate a release file; errors name the file and the field."""
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AblateError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise AblateError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise AblateError(f"{path}: expected a mapping with image, tag, platform, ...")
+    if isinstance(data.get("tag"), float):
+        # YAML reads 25.10 as the number 25.1: the tag is lost before we see it, so ask for quotes.
+        raise AblateError(f'{path}: tag: quote it (tag: "{data["tag"]}" is what YAML read)')
+    if isinstance(data.get("tag"), int):
+        data["tag"] = str(data["tag"])
+    try:
+        return ReleaseCreate.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "file"
+        raise AblateError(f"{path}: {loc}: {first['msg']}") from None
+
+
+@app.command("import")
+def import_(
+    file: Path = typer.Argument(..., help="YAML: image, tag, platform, release_date, manifest, notes, ..."),
+    url: str | None = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL)."),
+) -> None:
+    """Create the release from FILE, or update its notes, manifest and drivers if it exists."""
+    spec = load_release_file(file)
+    database = open_database(url)
+    prepare_database(database, embedded=url is None and settings().is_embedded_sqlite)
+    with database.transaction() as session:
+        release, created = catalog.upsert_release(session, spec)
+        ref = release.ref
+    console.print(f"{'created' if created else 'updated'} release {ref}", highlight=False)

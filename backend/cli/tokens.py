@@ -1,0 +1,66 @@
+"""`ablate token`: API tokens, straight in the database (how the first admin token comes to be)."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from backend.cli.common import App, console, open_database, settings
+from backend.cli.serve import prepare_database
+from backend.db.database import Database
+from backend.services import tokens
+
+app = App(help="API tokens: create (the secret is printed once), list, revoke.", no_args_is_help=True)
+
+URL = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL or the embedded SQLite).")
+
+
+def _database(url: str | None) -> Database:
+    database = open_database(url)
+    prepare_database(database, embedded=url is None and settings().is_embedded_sqlite)
+    return database
+
+
+@app.command()
+def create(
+    name: str = typer.Option(..., "--name", help="Who uses it, e.g. ci-nv."),
+    scope: str = typer.Option("submit", "--scope", help="read, submit or admin."),
+    url: str | None = URL,
+) -> None:
+    """Create a token and print its secret: the only time it is shown (the database keeps a hash)."""
+    database = _database(url)
+    with database.transaction() as session:
+        token, secret = tokens.create_token(session, name, scope)
+        token_id = token.id
+    console.print(f"token {token_id} {name!r} (scope {scope}); secret, shown only now:", highlight=False)
+    # plain print: the secret must be copyable without rich's wrapping or markup
+    print(secret)
+
+
+@app.command("list")
+def list_(url: str | None = URL) -> None:
+    """Every token with scope, last use and revocation (never the secret)."""
+    database = _database(url)
+    with database.read() as session:
+        rows = tokens.list_tokens(session)
+    table = Table("id", "name", "scope", "created", "last used", "revoked")
+    for t in rows:
+        table.add_row(
+            str(t.id),
+            t.name,
+            t.scope,
+            f"{t.created_at:%Y-%m-%d %H:%M}",
+            f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "-",
+            f"{t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "-",
+        )
+    console.print(table)
+
+
+@app.command()
+def revoke(token: str = typer.Argument(..., help="Token id or name."), url: str | None = URL) -> None:
+    """Revoke a token: requests with it get 401 from now on."""
+    database = _database(url)
+    with database.transaction() as session:
+        revoked = tokens.revoke_token(session, token)
+        name = revoked.name
+    console.print(f"revoked token {name!r}", highlight=False)

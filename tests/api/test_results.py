@@ -1,0 +1,235 @@
+"""POST /results over HTTP: the contract's success path, idempotency, and every refusal storing nothing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from backend.db.models import Cluster, Run, RunMetric, RunSeries
+from tests.api.conftest import auth, make_token
+from tests.api.helpers import CLUSTER, REF, RELEASE, assert_problem, create_release, result, snapshot
+from tests.support.live_server import LiveServer
+
+
+def test_contract_example_is_stored(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
+    create_release(admin)
+    r = ci.post("/results", json={"results": [result(), result(repeat=1)]})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["created"] is True and len(body["run_ids"]) == 2
+    run = ci.get(f"/runs/{body['run_ids'][0]}").json()
+    assert run["release"] == REF and run["cluster"] == "h200-2x8" and run["variant"] == "AC2+ACCL+CompilerOpt"
+    assert run["source"] == "ci" and run["status"] == "succeeded" and run["repeat"] == 0
+    assert {m["name"]: (m["value"], m["unit"]) for m in run["metrics"]} == {
+        "peak_memory_gib": (61.2, "GiB"),
+        "step_time_s": (5.08, "s"),
+        "throughput_tokens_per_s": (412345.0, "tokens/s"),
+    }
+    assert run["series"] == [{"metric": "step_time_s", "n_points": 3, "min": 5.08, "max": 5.3, "last": 5.08}]
+    assert run["provenance"] == {"host": "node-17", "driver": "580.65", "torch": "2.9.0"}
+    assert run["started_at"].startswith("2026-12-01T10:00:00")
+    series = ci.get(f"/runs/{body['run_ids'][0]}/series/step_time_s").json()
+    assert series["steps"] == [1, 2, 3] and series["values"] == [5.3, 5.1, 5.08] and series["unit"] == "s"
+    # once known, entries may be named alone; custom metrics state their unit
+    by_name = result(cluster="h200-2x8", workload="deepspeed/llama3-8b", variant="AC2+ACCL+CompilerOpt")
+    by_name["metrics"]["grad_norm"] = {"value": 0.8, "unit": "1"}
+    r2 = ci.post("/results", json={"results": [by_name]})
+    assert r2.status_code == 201, r2.text
+    with live_server.database.read() as s:
+        assert s.scalar(select(func.count()).select_from(Cluster)) == 1
+        assert s.scalar(select(func.count()).select_from(Run)) == 3
+
+
+def test_same_idempotency_key_returns_first_ids_and_writes_nothing(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    create_release(admin)
+    payload = {"results": [result(), result(repeat=1)]}
+    first = ci.post("/results", json=payload, headers={"Idempotency-Key": "ci-job-42"})
+    assert first.status_code == 201
+    before = snapshot(live_server.database)
+    again = ci.post("/results", json=payload, headers={"Idempotency-Key": "ci-job-42"})
+    assert again.status_code == 200, again.text
+    assert again.json() == {"run_ids": first.json()["run_ids"], "created": False}
+    assert snapshot(live_server.database) == before
+    # per-result keys work without the header
+    keyed = {"results": [result(repeat=5, idempotency_key="r5")]}
+    one = ci.post("/results", json=keyed)
+    two = ci.post("/results", json=keyed)
+    assert (one.status_code, two.status_code) == (201, 200)
+    assert one.json()["run_ids"] == two.json()["run_ids"]
+
+
+def _bad(mutate: Any) -> dict[str, Any]:
+    payload = {"results": [result(), result(repeat=1), result(repeat=2), result(repeat=3)]}
+    mutate(payload["results"][3])
+    return payload
+
+
+def _set(path: str, value: Any) -> Any:
+    def mutate(r: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = r
+        for p in parents:
+            node = node[p]
+        node[last] = value
+
+    return mutate
+
+
+def _drop(field: str) -> Any:
+    return lambda r: r.pop(field)
+
+
+BAD_INPUTS = [
+    # (id, mutation of results[3], status, loc)
+    ("missing-field", _drop("workload"), 422, "results[3].workload"),
+    ("unknown-field", _set("thruput", 1.0), 422, "results[3].thruput"),
+    ("unknown-nested-field", _set("cluster.node", 2), 422, "results[3].cluster.node"),
+    (
+        "negative-throughput",
+        _set("metrics.throughput_tokens_per_s", -5.0),
+        422,
+        "results[3].metrics.throughput_tokens_per_s",
+    ),
+    (
+        "wrong-unit",
+        _set("metrics.peak_memory_gib", {"value": 61.2, "unit": "MiB"}),
+        422,
+        "results[3].metrics.peak_memory_gib",
+    ),
+    ("custom-without-unit", _set("metrics.grad_norm", 0.5), 422, "results[3].metrics.grad_norm"),
+    (
+        "series-length-mismatch",
+        _set("series.step_time_s", {"steps": [1, 2], "values": [1.0]}),
+        422,
+        "results[3].series.step_time_s",
+    ),
+    ("string-too-long", _set("provenance.host", "x" * 3000), 422, "results[3].provenance.host"),
+    ("unknown-release", _set("release", "training-nv-pytorch:99.99"), 404, "results[3].release"),
+    ("unknown-cluster-by-name", _set("cluster", "nowhere"), 404, "results[3].cluster"),
+    ("conflicting-definition", _set("cluster.nodes", 4), 409, "results[3].cluster.nodes"),
+    ("finished-before-started", _set("finished_at", "2026-12-01T09:00:00Z"), 422, "results[3].finished_at"),
+    ("naive-timestamp", _set("started_at", "2026-12-01T10:00:00"), 422, "results[3].started_at"),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "status", "loc"), [b[1:] for b in BAD_INPUTS], ids=[b[0] for b in BAD_INPUTS]
+)
+def test_bad_result_refuses_the_whole_batch(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client, mutate: Any, status: int, loc: str
+) -> None:
+    create_release(admin)
+    before = snapshot(live_server.database)
+    response = ci.post("/results", json=_bad(mutate))
+    body = assert_problem(response, status, loc=loc)
+    assert loc in body["detail"]
+    assert snapshot(live_server.database) == before
+
+
+def test_nan_and_infinity_are_refused(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
+    create_release(admin)
+    before = snapshot(live_server.database)
+    for literal, where in (("NaN", "metrics.step_time_s"), ("Infinity", "series.step_time_s.values[1]")):
+        text = json.dumps({"results": [result(), result(repeat=1)]})
+        if where.startswith("metrics"):
+            text = text.replace('"step_time_s": 5.08', f'"step_time_s": {literal}', 1)
+        else:
+            text = text.replace("[5.3, 5.1, 5.08]", f"[5.3, {literal}, 5.08]", 1)
+        r = ci.post("/results", content=text, headers={"Content-Type": "application/json"})
+        assert_problem(r, 422, loc=f"results[0].{where}")
+    assert snapshot(live_server.database) == before
+
+
+def test_bad_json_and_empty_batch(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
+    create_release(admin)
+    before = snapshot(live_server.database)
+    body = assert_problem(
+        ci.post("/results", content=b'{"results": [', headers={"Content-Type": "application/json"}), 400
+    )
+    assert "JSON" in body["detail"]
+    assert_problem(ci.post("/results", json={"results": []}), 422, loc="results")
+    assert_problem(ci.post("/results", json=[result()]), 422)
+    assert_problem(
+        ci.post(
+            "/results", json={"results": [result(idempotency_key="a"), result(repeat=1, idempotency_key="a")]}
+        ),
+        422,
+        loc="results[1].idempotency_key",
+    )
+    assert_problem(
+        ci.post("/results", json={"results": [result()]}, headers={"Idempotency-Key": "x" * 201}), 422
+    )
+    assert snapshot(live_server.database) == before
+
+
+def test_release_in_full_needs_admin(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
+    payload = {"results": [result(release=dict(RELEASE))]}
+    before = snapshot(live_server.database)
+    assert_problem(ci.post("/results", json=payload), 404, loc="results[0].release")
+    assert snapshot(live_server.database) == before
+    r = admin.post("/results", json=payload)
+    assert r.status_code == 201, r.text
+    assert admin.get(f"/releases/{REF}").json()["manifest"] == RELEASE["manifest"]
+    conflicting = copy.deepcopy(RELEASE)
+    conflicting["manifest"] = {"torch": "2.8.0"}
+    assert_problem(
+        admin.post("/results", json={"results": [result(release=conflicting)]}),
+        409,
+        loc="results[0].release.manifest",
+    )
+
+
+def test_auth_on_results(live_server: LiveServer, admin: httpx.Client, client: httpx.Client) -> None:
+    create_release(admin)
+    payload = {"results": [result()]}
+    reader = make_token(live_server.database, "reader", "read")
+    before = snapshot(live_server.database)
+    r = client.post("/results", json=payload)
+    assert_problem(r, 401)
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    assert_problem(client.post("/results", json=payload, headers=auth("abl_wrong")), 401)
+    assert_problem(client.post("/results", json=payload, headers={"Authorization": "Basic abc"}), 401)
+    body = assert_problem(client.post("/results", json=payload, headers=auth(reader)), 403)
+    assert reader not in json.dumps(body)
+    assert snapshot(live_server.database) == before
+
+
+@pytest.mark.parametrize("same_key", [True, False], ids=["same-key", "different-keys"])
+def test_concurrent_submissions_store_each_result_once(
+    live_server: LiveServer, admin: httpx.Client, submit_token: str, same_key: bool
+) -> None:
+    create_release(admin)
+    clients = 20
+
+    def submit(i: int) -> httpx.Response:
+        key = "shared" if same_key else f"job-{i}"
+        payload = {
+            "results": [result(repeat=0 if same_key else i), result(repeat=100 + (0 if same_key else i))]
+        }
+        with httpx.Client(base_url=live_server.api, timeout=60, headers=auth(submit_token)) as c:
+            return c.post("/results", json=payload, headers={"Idempotency-Key": key})
+
+    with ThreadPoolExecutor(clients) as pool:
+        responses = list(pool.map(submit, range(clients)))
+    assert all(r.status_code in (200, 201) for r in responses), [r.text for r in responses]
+    ids = [tuple(r.json()["run_ids"]) for r in responses]
+    with live_server.database.read() as s:
+        stored = s.scalar(select(func.count()).select_from(Run))
+        metrics = s.scalar(select(func.count()).select_from(RunMetric))
+        series = s.scalar(select(func.count()).select_from(RunSeries))
+        clusters = s.scalar(select(func.count()).select_from(Cluster))
+    if same_key:
+        assert len(set(ids)) == 1 and stored == 2
+        assert sum(r.status_code == 201 for r in responses) == 1
+    else:
+        assert len({i for pair in ids for i in pair}) == 2 * clients == stored
+    assert metrics == 3 * stored and series == stored and clusters == 1
+    assert CLUSTER["name"] == "h200-2x8"
