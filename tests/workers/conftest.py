@@ -1,0 +1,104 @@
+"""Fixtures of the dispatcher tests: one fresh local Ray for the whole session, studies queued
+through the real services, and settings with short leases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.config import Settings
+from backend.db.database import Database
+from backend.db.models import Cluster, Run, Variant, Workload
+from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from backend.schemas.studies import StudyPlan
+from backend.services import catalog
+from backend.services.studies import create_study
+from tests.workers.fakes import FakeRunner
+from workers.runners.base import register_runner
+
+# create_study asks the registry whether a runner exists; workers get the factory from the dispatcher.
+register_runner("fake", FakeRunner)
+
+RAY_LABELS = {"pool": "local"}
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[str]:
+    """A fresh local Ray (never an address: other engineers' Ray instances share this machine)."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(
+        num_cpus=2, include_dashboard=False, namespace="ablate-tests", labels=RAY_LABELS, log_to_driver=False
+    )
+    try:
+        yield str(ray.get_runtime_context().gcs_address)
+    finally:
+        ray.shutdown()
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp_path,
+        "lease_s": 3.0,
+        "max_attempts": 3,
+        "run_timeout_s": 120.0,
+        "max_concurrent_runs": 2,
+        "dispatcher_poll_s": 0.1,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@dataclass
+class Queued:
+    study_id: int
+    run_ids: list[int]
+
+
+def queue_study(
+    database: Database,
+    *,
+    cluster: ClusterDef,
+    variants: list[VariantDef],
+    workloads: list[WorkloadDef],
+    repeats: int = 1,
+    seed: int = 7,
+    release: ReleaseCreate | None = None,
+) -> Queued:
+    release = release or ReleaseCreate(image="training-nv-pytorch", tag="25.12", platform="gpu")
+    with database.transaction() as s:
+        if catalog.find_release(s, f"{release.image}:{release.tag}") is None:
+            catalog.create_release(s, release)
+        for model, entry in [
+            (Cluster, cluster),
+            *[(Variant, v) for v in variants],
+            *[(Workload, w) for w in workloads],
+        ]:
+            catalog.resolve_named(s, model, entry, "test")
+        plan = StudyPlan(
+            release=f"{release.image}:{release.tag}",
+            cluster=cluster.name,
+            variants=[v.name for v in variants],
+            workloads=[w.name for w in workloads],
+            repeats=repeats,
+            order_seed=seed,
+        )
+        study = create_study(s, plan)
+        ids = [r.id for r in sorted(study.runs, key=lambda r: r.queue_order)]
+        return Queued(study.id, ids)
+
+
+def runs_of(database: Database, study_id: int) -> list[Run]:
+    from sqlalchemy import select
+
+    with database.read() as s:
+        return list(s.scalars(select(Run).where(Run.study_id == study_id).order_by(Run.queue_order)))
+
+
+CPU1 = ClusterDef(name="cpu-1", accelerator="cpu", nodes=1, devices_per_node=1)
+FAKE = WorkloadDef(name="fake", runner="fake", runner_options={"steps": 3})

@@ -1,0 +1,60 @@
+"""Small runners for dispatcher tests: fast, and able to crash or hang on purpose.
+
+They are handed to the dispatcher as factories, so they travel to Ray workers by reference to this
+module (the workers import it from the driver's sys.path).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from workers.runners.base import ProgressCallback, RunResult, RunSpec
+
+
+class FakeRunner:
+    """``runner_options``: ``steps`` and ``step_s`` (progress), ``fail`` ("benchmark"), ``crash_once``
+    (a marker path: the first attempt kills its own Ray worker), ``child`` (start a long-lived child in
+    its own session and write its pid to ``<log_dir>/run-<id>.child``), ``hang`` (sleep forever)."""
+
+    name = "fake"
+
+    def supported_factors(self, accelerator: str) -> set[str]:
+        return {"compiler_opt", "ckpt_opt", "accl", "ac2"}
+
+    def check_factors(self, factors: Iterable[str], accelerator: str) -> str | None:
+        return None
+
+    def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
+        opts = spec.runner_options
+        marker = opts.get("crash_once")
+        if marker and not Path(marker).exists():
+            Path(marker).write_text("crashed")
+            os.kill(os.getpid(), signal.SIGKILL)
+        if opts.get("fail"):
+            return RunResult.failed("the benchmark failed by itself", "benchmark", environment=spec.env)
+        if opts.get("child"):
+            child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+            Path(spec.log_dir).mkdir(parents=True, exist_ok=True)
+            (Path(spec.log_dir) / f"run-{spec.run_id}.child").write_text(str(child.pid))
+        steps = int(opts.get("steps", 3))
+        for step in range(1, steps + 1):
+            time.sleep(float(opts.get("step_s", 0.0)))
+            if progress is not None:
+                progress(step, steps, 100.0 * step)
+        while opts.get("hang") or opts.get("child"):
+            time.sleep(1)
+        return RunResult(
+            status="succeeded",
+            metrics={
+                "throughput_tokens_per_s": (1000.0 + spec.run_id, "tokens/s"),
+                "step_time_s": (0.01, "s"),
+            },
+            series={"loss": ([1, 2, 3], [3.0, 2.5, 2.0])},
+            provenance={"runner": "fake", "world": f"{spec.world_size}x{spec.local_world_size}"},
+            environment=dict(spec.env),
+        )

@@ -1,0 +1,39 @@
+"""The dispatcher on a real local Ray with fast fake runners: claims, order, progress, retries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.db.database import Database
+from backend.db.models import Study
+from backend.schemas.catalog import VariantDef
+from tests.workers.conftest import CPU1, FAKE, make_settings, queue_study, runs_of
+from tests.workers.fakes import FakeRunner
+from workers.dispatcher import Dispatcher
+
+FAKES = {"fake": FakeRunner}
+
+
+def test_study_runs_in_queue_order_and_records_once(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    q = queue_study(
+        database,
+        cluster=CPU1,
+        variants=[VariantDef(name="A"), VariantDef(name="B", env={"CHECKPOINT_OPTIMIZATION": "true"})],
+        workloads=[FAKE],
+        repeats=2,
+    )
+    d = Dispatcher(make_settings(tmp_path, max_concurrent_runs=1), database, runners=FAKES)
+    d.drain(timeout_s=60)
+    runs = runs_of(database, q.study_id)
+    assert [r.status for r in runs] == ["succeeded"] * 4
+    assert all(r.attempt == 1 for r in runs)
+    starts = [r.started_at for r in runs]
+    assert starts == sorted(starts)  # claimed in queue_order
+    with database.read() as s:
+        study = s.get(Study, q.study_id)
+        assert study is not None and study.status == "succeeded"
+        for r in runs:
+            assert r.total_steps == 3 and r.current_step == 3
+            assert r.lease_expires_at is None

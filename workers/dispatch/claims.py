@@ -1,0 +1,209 @@
+"""Claims and leases: the only SQL the dispatcher issues itself (results go through ingest).
+
+A claim is one ``UPDATE ... WHERE id IN (SELECT ... ORDER BY queue_order LIMIT n) RETURNING``. On
+PostgreSQL the inner select takes ``FOR UPDATE SKIP LOCKED``, so concurrent dispatchers never take the
+same run and never wait on each other; on SQLite the statement runs under the single writer lock, which
+makes it just as atomic. Every later write of a dispatcher is guarded by ``lease_owner = me AND status =
+'running'``: once a lease expired and someone else re-queued or took the run, or a user cancelled it,
+the stale dispatcher's writes match nothing, which is what makes recording exactly-once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from backend.db.base import utcnow
+from backend.db.models import Cluster, Run, RunSource, RunStatus
+
+RUNNING = RunStatus.running.value
+QUEUED = RunStatus.queued.value
+
+
+@dataclass(frozen=True)
+class Claimed:
+    run_id: int
+    attempt: int
+    queue_order: int
+
+
+def _served_clusters(ray_address: str, cluster_names: Sequence[str] | None):  # type: ignore[no-untyped-def]
+    """Clusters this dispatcher serves: those bound to its Ray address, or to none (the default one)."""
+    cond = or_(Cluster.ray_address.is_(None), Cluster.ray_address == "")
+    if ray_address:
+        cond = or_(cond, Cluster.ray_address == ray_address)
+    q = select(Cluster.id).where(cond)
+    if cluster_names:
+        q = q.where(Cluster.name.in_(list(cluster_names)))
+    return q
+
+
+def claim_runs(
+    session: Session,
+    owner: str,
+    *,
+    limit: int,
+    lease_s: float,
+    ray_address: str = "",
+    cluster_names: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> list[Claimed]:
+    """Atomically move up to ``limit`` queued runs (lowest ``queue_order`` first) to running for ``owner``."""
+    if limit <= 0:
+        return []
+    now = now or utcnow()
+    pick = (
+        select(Run.id)
+        .where(
+            Run.status == QUEUED,
+            Run.source == RunSource.scheduled.value,
+            Run.cluster_id.in_(_served_clusters(ray_address, cluster_names)),
+        )
+        .order_by(Run.queue_order, Run.id)
+        .limit(limit)
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        pick = pick.with_for_update(skip_locked=True, of=Run)
+    stmt = (
+        update(Run)
+        .where(Run.id.in_(pick), Run.status == QUEUED)
+        .values(
+            status=RUNNING,
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            started_at=now,
+            finished_at=None,
+            current_step=None,
+            total_steps=None,
+            latest_throughput=None,
+            updated_at=now,
+        )
+        .returning(Run.id, Run.attempt, Run.queue_order)
+        .execution_options(synchronize_session=False)
+    )
+    rows = session.execute(stmt).all()
+    return sorted(
+        (Claimed(r.id, r.attempt, r.queue_order) for r in rows), key=lambda c: (c.queue_order, c.run_id)
+    )
+
+
+def _mine(owner: str):  # type: ignore[no-untyped-def]
+    return and_(Run.lease_owner == owner, Run.status == RUNNING)
+
+
+def renew_leases(
+    session: Session, owner: str, run_ids: Iterable[int], *, lease_s: float, now: datetime | None = None
+) -> set[int]:
+    """Extend the leases of ``run_ids`` still held; returns those. A missing id was cancelled, or its
+    lease was lost to the reaper: its execution must stop and must not record anything."""
+    ids = list(run_ids)
+    if not ids:
+        return set()
+    now = now or utcnow()
+    stmt = (
+        update(Run)
+        .where(Run.id.in_(ids), _mine(owner))
+        .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
+        .returning(Run.id)
+        .execution_options(synchronize_session=False)
+    )
+    return set(session.scalars(stmt))
+
+
+def write_progress(
+    session: Session, owner: str, run_id: int, step: int, total: int, throughput: float | None
+) -> bool:
+    values: dict[str, object] = {"current_step": step, "total_steps": total}
+    if throughput is not None:
+        values["latest_throughput"] = float(throughput)
+    res = session.execute(
+        update(Run)
+        .where(Run.id == run_id, _mine(owner))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
+def hold_for_finish(session: Session, owner: str, run_id: int, *, lease_s: float) -> Run | None:
+    """Lock a run for recording its result: the guarded UPDATE takes the row lock (PostgreSQL) or the
+    write lock (SQLite) first, so a concurrent cancel or reaper waits for us or wins outright."""
+    if run_id not in renew_leases(session, owner, [run_id], lease_s=lease_s):
+        return None
+    return session.get(Run, run_id, populate_existing=True)
+
+
+def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_attempt: bool) -> bool:
+    """Give a run back to the queue (an infrastructure failure to retry, or this dispatcher stopping)."""
+    values: dict[str, object] = {
+        "status": QUEUED,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "started_at": None,
+        "current_step": None,
+        "total_steps": None,
+        "latest_throughput": None,
+        "error": reason,
+        "updated_at": utcnow(),
+    }
+    if next_attempt:
+        values["attempt"] = Run.attempt + 1
+    res = session.execute(
+        update(Run)
+        .where(Run.id == run_id, _mine(owner))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Reaped:
+    requeued: list[int]
+    failed: list[int]
+    study_ids: set[int]
+
+
+def reap_expired(session: Session, *, max_attempts: int, now: datetime | None = None) -> Reaped:
+    """Runs whose lease expired (their dispatcher died or hung): queue them again with attempt + 1, or
+    fail them once ``max_attempts`` attempts are used up."""
+    now = now or utcnow()
+    expired = and_(Run.status == RUNNING, Run.lease_expires_at.is_not(None), Run.lease_expires_at < now)
+    requeued = session.execute(
+        update(Run)
+        .where(expired, Run.attempt < max_attempts)
+        .values(
+            status=QUEUED,
+            attempt=Run.attempt + 1,
+            lease_owner=None,
+            lease_expires_at=None,
+            started_at=None,
+            current_step=None,
+            total_steps=None,
+            latest_throughput=None,
+            error="lease expired (dispatcher lost); queued again",
+            updated_at=now,
+        )
+        .returning(Run.id, Run.study_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    failed = session.execute(
+        update(Run)
+        .where(expired, Run.attempt >= max_attempts)
+        .values(
+            status=RunStatus.failed.value,
+            failure_kind="infrastructure",
+            error=f"infrastructure: lease expired after {max_attempts} attempts",
+            lease_expires_at=None,
+            finished_at=now,
+            updated_at=now,
+        )
+        .returning(Run.id, Run.study_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    studies = {r.study_id for r in [*requeued, *failed] if r.study_id is not None}
+    return Reaped([r.id for r in requeued], [r.id for r in failed], studies)

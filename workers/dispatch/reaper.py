@@ -1,0 +1,137 @@
+"""A watchdog per Ray worker process that kills the runner's processes when the worker dies.
+
+Runners start their children in new sessions (so a timeout can kill a whole process tree), which
+also means the children do *not* die with the Ray worker: ``ray.cancel(force=True)``, an OOM kill or a
+crashed worker would leave a training process running on the node, holding its devices and skewing
+the next run. So the first run on a worker starts this small process (itself in a new session, so it
+survives the worker's process group being killed). While a run is active it records the worker's
+descendants a few times a second; when the worker dies (its end of our stdin pipe closes without a
+``quit``) it kills every recorded process and process group that still exists.
+
+Protocol on stdin, one word a line: ``active`` / ``idle`` (poll fast / stop polling), ``quit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+ACTIVE_POLL_S = 0.2
+
+_started: subprocess.Popen[str] | None = None
+_lock = threading.Lock()
+
+
+def _send(word: str) -> None:
+    proc = _started
+    if proc is None or proc.stdin is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.write(word + "\n")
+        proc.stdin.flush()
+
+
+def ensure_started() -> None:
+    """Start this worker's reaper once; later calls are free."""
+    global _started
+    with _lock:
+        if _started is not None and _started.poll() is None:
+            return
+        _started = subprocess.Popen(
+            [sys.executable, "-m", "workers.dispatch.reaper", str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def active() -> None:
+    ensure_started()
+    _send("active")
+
+
+def idle() -> None:
+    _send("idle")
+
+
+def reaper_pid() -> int | None:
+    return _started.pid if _started is not None else None
+
+
+# --- the reaper process -------------------------------------------------------------------------
+
+
+def _descendants(parent: psutil.Process, me: int) -> dict[int, float]:
+    try:
+        return {p.pid: p.create_time() for p in parent.children(recursive=True) if p.pid != me}
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {}
+
+
+def _kill_recorded(seen: dict[int, float]) -> None:
+    # First re-collect what the recorded processes started since the last poll, then kill groups
+    # (a runner child leads its own session, so its group holds e.g. compile workers) and pids.
+    procs: list[psutil.Process] = []
+    for pid, created in seen.items():
+        with contextlib.suppress(psutil.Error):
+            p = psutil.Process(pid)
+            if abs(p.create_time() - created) < 0.01:  # not a recycled pid
+                procs.append(p)
+                procs.extend(p.children(recursive=True))
+    for p in procs:
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(p.pid) == p.pid:
+                os.killpg(p.pid, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def main(parent_pid: int) -> None:
+    me = os.getpid()
+    try:
+        parent = psutil.Process(parent_pid)
+    except psutil.NoSuchProcess:
+        return
+    seen: dict[int, float] = {}
+    is_active = threading.Event()
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            if is_active.wait(timeout=1.0):
+                current = _descendants(parent, me)
+                seen.update(current)
+                # forget what exited normally, so a long-lived worker's record stays small
+                for pid in [p for p in seen if p not in current and not psutil.pid_exists(p)]:
+                    seen.pop(pid, None)
+                time.sleep(ACTIVE_POLL_S)
+
+    threading.Thread(target=poll, daemon=True).start()
+    for line in sys.stdin:
+        word = line.strip()
+        if word == "quit":
+            done.set()
+            return
+        if word == "active":
+            seen.update(_descendants(parent, me))
+            is_active.set()
+        elif word == "idle":
+            is_active.clear()
+            seen.clear()
+    # EOF without quit: the worker is gone (killed, crashed, cancelled with force).
+    done.set()
+    _kill_recorded(seen)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

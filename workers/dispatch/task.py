@@ -1,0 +1,148 @@
+"""What runs inside Ray: one task per node of a run, which preflights the node and runs its ranks.
+
+Single-node runs hand the runner one spec (with ``local_world_size`` = ranks per node, so the runner
+starts and wires its local ranks itself, like ``torchrun``). Multi-node runs hand each node task one
+spec per local rank, already carrying the global RANK/WORLD_SIZE/LOCAL_RANK and the MASTER_ADDR/PORT of
+node 0; the task runs them side by side and, when one fails, kills the others' processes so they do
+not sit in a collective until the timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import psutil
+
+from workers import preflight
+from workers.dispatch import reaper
+from workers.runners.base import ProgressCallback, Runner, RunResult, RunSpec, get_runner
+
+PROGRESS_INTERVAL_S = 1.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def rendezvous() -> tuple[str, int]:
+    """Run on node 0 of a multi-node run: the address and a free port for MASTER_ADDR/MASTER_PORT."""
+    import ray
+
+    return ray.util.get_node_ip_address(), free_port()
+
+
+def throttled_progress(board: Any, run_id: int, interval_s: float = PROGRESS_INTERVAL_S) -> ProgressCallback:
+    """Forward at most one progress report per ``interval_s`` (and always the last step) to the board
+    actor, fire-and-forget: progress must never slow the benchmark it measures."""
+    last = [0.0]
+
+    def report(step: int, total: int, throughput: float | None) -> None:
+        latest[:] = [int(step), int(total), throughput]
+        now = time.monotonic()
+        if board is None or (now - last[0] < interval_s and step < total):
+            return
+        last[0] = now
+        board.report.remote(run_id, int(step), int(total), throughput)
+
+    latest: list[Any] = []
+    report.latest = latest  # type: ignore[attr-defined]  # the last report, returned with the result
+    return report
+
+
+def _kill_descendants_except(keep: set[int]) -> None:
+    with contextlib.suppress(psutil.Error):
+        for p in psutil.Process().children(recursive=True):
+            if p.pid not in keep:
+                with contextlib.suppress(psutil.Error, OSError):
+                    if os.getpgid(p.pid) == p.pid:
+                        os.killpg(p.pid, 9)
+                    p.kill()
+
+
+def _run_ranks(runner: Runner, specs: list[RunSpec], progress: ProgressCallback) -> RunResult:
+    if len(specs) == 1:
+        return runner.run(specs[0], progress)
+    failed = threading.Event()
+    keep = {pid for pid in [reaper.reaper_pid()] if pid}
+
+    def one(spec: RunSpec) -> RunResult:
+        res = runner.run(spec, progress if spec.rank == 0 else None)
+        if not res.succeeded and not failed.is_set():
+            failed.set()
+            _kill_descendants_except(keep)  # peers of a dead rank would block in a collective
+        return res
+
+    with ThreadPoolExecutor(len(specs)) as pool:
+        results = list(pool.map(one, specs))
+    bad = [r for r in results if not r.succeeded]
+    # the root cause is a benchmark failure or the first infrastructure one, not the peers we killed
+    bad.sort(key=lambda r: r.failure_kind != "benchmark")
+    return bad[0] if bad else results[0]
+
+
+def run_node(
+    specs: list[dict[str, Any]],
+    checks: dict[str, Any],
+    board: Any = None,
+    runner_factory: Callable[[], Runner] | None = None,
+) -> dict[str, Any]:
+    """The body of a node task. Never raises for run failures: returns a RunResult dict with times."""
+    reaper.active()
+    started = _now()
+    host = socket.gethostname()
+    rank_specs = [RunSpec.from_dict(s) for s in specs]
+    lead = rank_specs[0]
+    facts: dict[str, str] = {"host": host}
+    last_progress: list[Any] = []
+    try:
+        report = preflight.run_preflight(
+            checks.get("accelerator", lead.accelerator),
+            int(checks.get("expected_devices", 0)),
+            checks.get("driver_requirements") or {},
+            cuda_version=checks.get("cuda_version"),
+            min_free_fraction=float(checks.get("min_free_fraction", preflight.DEFAULT_MIN_FREE_FRACTION)),
+        )
+        facts.update(report.facts)
+        if not report.ok:
+            result = RunResult.failed(
+                f"preflight failed on {host}: {report.reason}", "infrastructure", environment=lead.env
+            )
+        else:
+            runner = runner_factory() if runner_factory is not None else get_runner(lead.runner_name)
+            progress = throttled_progress(board, lead.run_id)
+            result = _run_ranks(runner, rank_specs, progress)
+            last_progress = list(progress.latest)  # type: ignore[attr-defined]
+    except Exception as exc:  # a runner must not raise; if one does, say so instead of crashing
+        result = RunResult.failed(
+            f"runner raised {type(exc).__name__}: {exc}",
+            "benchmark",
+            log_tail=traceback.format_exc()[-4000:],
+            environment=lead.env,
+        )
+    finally:
+        reaper.idle()
+    result.provenance = {**facts, **result.provenance}
+    if not result.environment:
+        result.environment = dict(lead.env)
+    return {
+        "result": result.to_dict(),
+        "started_at": started,
+        "finished_at": _now(),
+        "host": host,
+        "progress": last_progress or None,
+    }

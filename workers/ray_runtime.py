@@ -1,0 +1,65 @@
+"""Connecting to Ray: a local instance sized to this machine by default, or an existing cluster.
+
+``ABLATE_RAY_ADDRESS`` empty: start a local Ray (``ABLATE_RAY_NUM_CPUS`` CPUs, default all cores; GPUs
+as Ray detects them). Set: join that cluster (``host:port`` of the head's GCS, or ``auto``). Either
+way the process is one Ray *driver*; one dispatcher serves one Ray cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from backend.config import Settings
+from workers.resources import NodeInfo
+
+log = logging.getLogger(__name__)
+NAMESPACE = "ablate"
+
+
+def ensure_ray(settings: Settings) -> str:
+    """Connect (or start) Ray once per process; returns the GCS address connected to."""
+    import ray
+
+    if not ray.is_initialized():
+        common: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False}
+        if settings.ray_address:
+            log.info("joining Ray cluster at %s", settings.ray_address)
+            ray.init(address=settings.ray_address, **common)
+        else:
+            log.info("starting a local Ray instance (num_cpus=%s)", settings.ray_num_cpus or "all")
+            ray.init(num_cpus=settings.ray_num_cpus, include_dashboard=False, **common)
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def alive_nodes() -> list[NodeInfo]:
+    import ray
+
+    return [NodeInfo.from_ray(n) for n in ray.nodes() if n.get("Alive")]
+
+
+def remote_node_task() -> Any:
+    """The node task as a Ray remote function. ``max_retries=0``: a crashed worker is reported to the
+    dispatcher, which decides about retrying (and counts the attempt), instead of Ray retrying it
+    silently."""
+    import ray
+
+    from workers.dispatch.task import run_node
+
+    return ray.remote(max_retries=0)(run_node)
+
+
+def remote_rendezvous() -> Any:
+    import ray
+
+    from workers.dispatch.task import rendezvous
+
+    return ray.remote(num_cpus=0, max_retries=0)(rendezvous)
+
+
+def start_board() -> Any:
+    import ray
+
+    from workers.dispatch.board import ProgressBoard
+
+    return ray.remote(num_cpus=0, max_restarts=-1)(ProgressBoard).remote()

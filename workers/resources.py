@@ -1,0 +1,187 @@
+"""What a run asks of Ray, and whether the Ray cluster can ever give it (pure functions, no Ray import).
+
+A cluster row says how many nodes and devices per node a run needs, which Ray resource reaches the
+devices (``GPU``, a custom ``PPU``, or none for CPU) and which node labels select the pool. From that we
+derive one *node demand* (the resources of one node's share of the run) and compare it against the
+alive nodes of the Ray cluster before submitting, so an impossible run fails in milliseconds with a
+message naming what is missing instead of sitting in Ray's queue forever.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Ray labels a GPU node with its accelerator type under this key (the current idiom, replacing the
+# ``accelerator_type:X`` pseudo-resource).
+ACCELERATOR_TYPE_LABEL = "ray.io/accelerator-type"
+# Resources every node has that say nothing about a pool.
+_IGNORED = re.compile(r"^(node:.*|memory|object_store_memory|bundle_group.*|.*_group_[0-9a-f]+)$")
+
+
+@dataclass(frozen=True)
+class NodeDemand:
+    """One node's share of a run: what its Ray task (or placement-group bundle) reserves."""
+
+    nodes: int
+    ranks_per_node: int
+    cpus: float
+    gpus: float = 0.0
+    custom: dict[str, float] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    accelerator: str = "cpu"
+    cluster_name: str = ""
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def resources(self) -> dict[str, float]:
+        """All resources of one node's share, in Ray's own names (``CPU``, ``GPU``, custom)."""
+        out: dict[str, float] = {"CPU": self.cpus}
+        if self.gpus:
+            out["GPU"] = self.gpus
+        out.update(self.custom)
+        return out
+
+    def task_options(self) -> dict[str, Any]:
+        """``.options(...)`` for a node task scheduled without a placement group."""
+        opts: dict[str, Any] = {"num_cpus": self.cpus, "num_gpus": self.gpus}
+        if self.custom:
+            opts["resources"] = dict(self.custom)
+        if self.labels:
+            opts["label_selector"] = dict(self.labels)
+        return opts
+
+    def bundles(self) -> list[dict[str, float]]:
+        """One placement-group bundle per node (used with STRICT_SPREAD: each on a distinct node)."""
+        return [self.resources for _ in range(self.nodes)]
+
+    def bundle_label_selector(self) -> list[dict[str, str]] | None:
+        return [dict(self.labels) for _ in range(self.nodes)] if self.labels else None
+
+    def describe(self) -> str:
+        what = ", ".join(f"{_fmt(v)} {k}" for k, v in self.resources.items() if k != "CPU" or not self.gpus)
+        where = f" with label {_labels_text(self.labels)}" if self.labels else ""
+        name = f"cluster {self.cluster_name!r}" if self.cluster_name else "the run"
+        return f"{name} needs {what} on each of {self.nodes} node(s){where}"
+
+
+def demand_for(cluster: Mapping[str, Any]) -> NodeDemand:
+    """Translate a cluster row (as a dict) into the Ray demand of one node of a run on it.
+
+    gpu -> ``num_gpus`` (devices per node), ppu -> the custom resource ``PPU`` (or the cluster's
+    ``resource_name``), cpu -> CPUs only, one per rank. A GPU/PPU node task reserves one CPU for the
+    launcher; the rank processes it starts are not Ray tasks.
+    """
+    acc = str(cluster.get("accelerator") or "cpu").lower()
+    nodes = max(1, int(cluster.get("nodes") or 1))
+    devices = int(cluster.get("devices_per_node") if cluster.get("devices_per_node") is not None else 1)
+    labels = {str(k): str(v) for k, v in (cluster.get("labels") or {}).items()}
+    name = str(cluster.get("name") or "")
+    resource = cluster.get("resource_name") or {"gpu": "GPU", "ppu": "PPU"}.get(acc)
+    if acc == "cpu" or not resource:
+        ranks = max(1, devices)
+        return NodeDemand(nodes, ranks, cpus=float(ranks), labels=labels, accelerator=acc, cluster_name=name)
+    if devices < 1:
+        raise ValueError(f"cluster {name!r}: a {acc} cluster needs devices_per_node >= 1")
+    if resource == "GPU":
+        return NodeDemand(
+            nodes, devices, cpus=1.0, gpus=float(devices), labels=labels, accelerator=acc, cluster_name=name
+        )
+    return NodeDemand(
+        nodes,
+        devices,
+        cpus=1.0,
+        custom={str(resource): float(devices)},
+        labels=labels,
+        accelerator=acc,
+        cluster_name=name,
+    )
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    node_id: str
+    address: str
+    alive: bool
+    resources: dict[str, float]
+    labels: dict[str, str]
+
+    @classmethod
+    def from_ray(cls, raw: Mapping[str, Any]) -> NodeInfo:
+        """One entry of ``ray.nodes()``."""
+        return cls(
+            node_id=str(raw.get("NodeID", "")),
+            address=str(raw.get("NodeManagerAddress", "")),
+            alive=bool(raw.get("Alive", raw.get("alive", False))),
+            resources={str(k): float(v) for k, v in (raw.get("Resources") or {}).items()},
+            labels={str(k): str(v) for k, v in (raw.get("Labels") or {}).items()},
+        )
+
+
+def label_matches(selector_value: str, actual: str | None) -> bool:
+    """Ray label-selector semantics for one key: ``v``, ``!v``, ``in(a,b)``, ``!in(a,b)``."""
+    value = selector_value.strip()
+    negate = value.startswith("!")
+    if negate:
+        value = value[1:].strip()
+    m = re.fullmatch(r"in\((.*)\)", value)
+    options = {v.strip() for v in m.group(1).split(",")} if m else {value}
+    hit = actual is not None and actual in options
+    return not hit if negate else hit
+
+
+def node_matches_labels(node: NodeInfo, labels: Mapping[str, str]) -> bool:
+    return all(label_matches(v, node.labels.get(k)) for k, v in labels.items())
+
+
+def unplaceable_reason(demand: NodeDemand, nodes: Sequence[NodeInfo]) -> str | None:
+    """None if ``demand.nodes`` distinct alive nodes could each hold one node share (ignoring what is
+    busy right now: busy is worth waiting for, impossible is not); otherwise the reason, naming the
+    missing resource or label."""
+    alive = [n for n in nodes if n.alive]
+    head = demand.describe()
+    if not alive:
+        return f"{head}; the Ray cluster has no alive node"
+    labelled = [n for n in alive if node_matches_labels(n, demand.labels)]
+    if not labelled:
+        return f"{head}; the Ray cluster has no alive node with label {_labels_text(demand.labels)}"
+    for name, _amount in demand.resources.items():
+        if not any(n.resources.get(name, 0.0) > 0 for n in alive):
+            return f"{head}; the Ray cluster has no node with resource {name!r}"
+        if not any(n.resources.get(name, 0.0) > 0 for n in labelled):
+            return f"{head}; no node with label {_labels_text(demand.labels)} has resource {name!r}"
+    fit = [n for n in labelled if all(n.resources.get(k, 0.0) >= v for k, v in demand.resources.items())]
+    if len(fit) >= demand.nodes:
+        return None
+    short = next(
+        (
+            k
+            for k, v in demand.resources.items()
+            if sum(n.resources.get(k, 0.0) >= v for n in labelled) < demand.nodes
+        ),
+        "CPU",
+    )
+    best = max(n.resources.get(short, 0.0) for n in labelled)
+    pool = f" with label {_labels_text(demand.labels)}" if demand.labels else ""
+    return (
+        f"{head}; only {len(fit)} alive node(s){pool} can hold that "
+        f"(most {short!r} on one node: {_fmt(best)})"
+    )
+
+
+def _labels_text(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def is_pool_resource(name: str) -> bool:
+    """Whether a resource name says something about a pool (used when describing nodes)."""
+    return not _IGNORED.match(name)
