@@ -1,0 +1,129 @@
+"""The clusters page: each cluster, its accelerator, and what Ray offers for it right now.
+
+A page request never starts or joins Ray. If this process is already connected (the dispatcher runs
+in it), the live resources of the nodes in each cluster's pool are shown; otherwise the page says so
+and shows the demand the cluster is configured with.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from backend.db.models import Cluster
+from backend.services import catalog
+
+# Resources worth showing; Ray also reports object-store memory, node:IP markers and the like.
+_SHOWN_PREFIXES = ("CPU", "GPU", "PPU", "memory", "accelerator_type")
+
+
+@dataclass
+class PoolResources:
+    nodes: int
+    total: dict[str, float]
+    available: dict[str, float]
+
+
+@dataclass
+class ClusterView:
+    name: str
+    accelerator: str
+    device_model: str | None
+    nodes: int
+    devices_per_node: int
+    peak_tflops_per_device: float | None
+    interconnect: str | None
+    resource_name: str | None
+    labels: dict[str, Any]
+    ray_address: str | None
+    pool: PoolResources | None = None
+
+
+@dataclass
+class ClustersPage:
+    clusters: list[ClusterView]
+    ray_connected: bool
+    ray_totals: dict[str, float] = field(default_factory=dict)
+    ray_available: dict[str, float] = field(default_factory=dict)
+
+
+def _ray_module() -> Any | None:
+    """The ray module if this process imported and initialised it; importing it here would cost seconds."""
+    ray = sys.modules.get("ray")
+    if ray is None or not getattr(ray, "is_initialized", lambda: False)():
+        return None
+    return ray
+
+
+def _shown(resources: dict[str, float], resource_name: str | None) -> dict[str, float]:
+    keep = {k: v for k, v in resources.items() if k.startswith(_SHOWN_PREFIXES) or k == resource_name}
+    return dict(sorted(keep.items()))
+
+
+def _node_matches(node: dict[str, Any], cluster: Cluster) -> bool:
+    resources = node.get("Resources") or {}
+    labels = node.get("Labels") or {}
+    if cluster.resource_name and resources.get(cluster.resource_name, 0) <= 0:
+        return False
+    return all(str(labels.get(k)) == str(v) for k, v in (cluster.labels or {}).items())
+
+
+def _available_per_node(ray: Any) -> dict[str, dict[str, float]]:
+    # Ray has no public per-node "available" call; the state API is private and may move, so fall back.
+    try:
+        from ray._private.state import state  # type: ignore[import-not-found]
+
+        return dict(state._available_resources_per_node())
+    except Exception:
+        return {}
+
+
+def _pool(ray: Any, cluster: Cluster, nodes: list[dict[str, Any]], per_node: dict[str, Any]) -> PoolResources:
+    alive = [n for n in nodes if n.get("Alive") and _node_matches(n, cluster)]
+    total: dict[str, float] = {}
+    available: dict[str, float] = {}
+    for node in alive:
+        for k, v in (node.get("Resources") or {}).items():
+            total[k] = total.get(k, 0.0) + float(v)
+        for k, v in (per_node.get(node.get("NodeID", ""), {}) or {}).items():
+            available[k] = available.get(k, 0.0) + float(v)
+    return PoolResources(
+        nodes=len(alive),
+        total=_shown(total, cluster.resource_name),
+        available=_shown(available, cluster.resource_name),
+    )
+
+
+def clusters_page(session: Session) -> ClustersPage:
+    clusters = catalog.list_named(session, Cluster)
+    ray = _ray_module()
+    views = [
+        ClusterView(
+            name=c.name,
+            accelerator=c.accelerator,
+            device_model=c.device_model,
+            nodes=c.nodes,
+            devices_per_node=c.devices_per_node,
+            peak_tflops_per_device=c.peak_tflops_per_device,
+            interconnect=c.interconnect,
+            resource_name=c.resource_name,
+            labels=dict(c.labels or {}),
+            ray_address=c.ray_address,
+        )
+        for c in clusters
+    ]
+    if ray is None:
+        return ClustersPage(clusters=views, ray_connected=False)
+    nodes = list(ray.nodes())
+    per_node = _available_per_node(ray)
+    for view, cluster in zip(views, clusters, strict=True):
+        view.pool = _pool(ray, cluster, nodes, per_node)
+    return ClustersPage(
+        clusters=views,
+        ray_connected=True,
+        ray_totals=_shown(dict(ray.cluster_resources()), None),
+        ray_available=_shown(dict(ray.available_resources()), None),
+    )

@@ -1,0 +1,80 @@
+"""Release-over-release (or run set against run set) rows, shared by the release and compare pages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from backend.analysis.metrics import describe_metric
+from backend.services.comparison import ReleaseDelta
+
+
+@dataclass
+class DeltaRow:
+    cluster: str
+    workload: str
+    variant: str
+    metric: str
+    label: str
+    unit: str
+    status: str
+    baseline_median: float | None
+    contender_median: float | None
+    n_baseline: int
+    n_contender: int
+    improvement: float | None  # oriented percent: > 0 is better whatever the metric
+    improvement_low: float | None
+    improvement_high: float | None
+    p_value: float | None
+    verdict: str | None
+    significant: bool | None
+    # Past the threshold but not confirmed by the test: shown as "suspect", never as green.
+    suspect: bool
+    reasons: str
+    lookback: str | None
+
+
+def delta_row(d: ReleaseDelta) -> DeltaRow:
+    r = d.result
+    mdef = describe_metric(d.metric, d.unit)
+    look = None
+    if d.lookback is not None and d.lookback.oriented_z is not None:
+        look = f"z={d.lookback.oriented_z:+.2f} vs last {d.lookback.n_history} ({d.lookback.verdict})"
+    return DeltaRow(
+        cluster=d.cluster,
+        workload=d.workload,
+        variant=d.variant,
+        metric=d.metric,
+        label=mdef.label,
+        unit=mdef.unit,
+        status=d.status,
+        baseline_median=r.baseline_median if r else None,
+        contender_median=r.contender_median if r else None,
+        n_baseline=r.n_baseline if r else 0,
+        n_contender=r.n_contender if r else 0,
+        improvement=r.improvement_pct if r else None,
+        improvement_low=r.improvement_ci_low if r else None,
+        improvement_high=r.improvement_ci_high if r else None,
+        p_value=r.p_value if r else None,
+        verdict=r.verdict if r else None,
+        significant=r.significant if r else None,
+        suspect=bool(r and r.verdict == "unchanged" and r.indicated in ("improved", "regressed")),
+        reasons="; ".join(r.reasons) if r else "",
+        lookback=look,
+    )
+
+
+def delta_rows(deltas: Iterable[ReleaseDelta]) -> list[DeltaRow]:
+    # Regressions first, then suspects, so the rows that need attention are at the top.
+    rows = [delta_row(d) for d in deltas]
+    rank = {"regressed": 0, "improved": 2, "unchanged": 3}
+    return sorted(
+        rows,
+        key=lambda r: (
+            1 if r.suspect else rank.get(r.verdict or "", 4),
+            r.cluster,
+            r.workload,
+            r.variant,
+            r.metric,
+        ),
+    )

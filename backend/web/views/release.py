@@ -1,0 +1,217 @@
+"""The release page: ablation charts and tables per cluster and workload, manifest and its diff,
+release-over-release verdicts, notes and report downloads. Everything comes from one
+:class:`~backend.services.comparison.ReleaseComparison`; this module only selects and shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy.orm import Session
+
+from backend import charts
+from backend.analysis.ablation import LadderAnalysis, VariantResult
+from backend.analysis.metrics import describe_metric
+from backend.config import Settings
+from backend.services import comparison as comparison_service
+from backend.services.comparison import ComparisonOptions, ReleaseComparison
+from backend.web.filters import Filters
+from backend.web.views.deltas import DeltaRow, delta_rows
+from backend.web.views.manifest import ManifestRow, manifest_rows
+
+REPORT_FORMATS = (("html", "HTML report"), ("md", "Markdown"), ("csv", "CSV"), ("json", "JSON"))
+
+
+@dataclass
+class LadderRow:
+    variant: str
+    n: int
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    cv: float | None
+    noisy: bool
+    noisy_reasons: str
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    p_value: float | None
+    significant: bool | None  # None for the baseline and where no test ran
+    step: float | None
+    step_low: float | None
+    step_high: float | None
+    share: float | None
+    reasons: str
+
+
+@dataclass
+class LadderTable:
+    cluster: str
+    workload: str
+    metric: str
+    label: str
+    unit: str
+    baseline: str | None
+    total: float | None
+    total_low: float | None
+    total_high: float | None
+    rows: list[LadderRow]
+    reasons: str
+    waterfall_html: str | None = None
+
+
+@dataclass
+class Chart:
+    div_id: str
+    html: str
+    traces: int
+    kind: str
+
+
+@dataclass
+class ClusterSection:
+    cluster: str
+    accelerator: str
+    device_model: str | None
+    charts: list[Chart] = field(default_factory=list)
+    tables: list[LadderTable] = field(default_factory=list)
+
+
+@dataclass
+class ReleasePage:
+    comparison: ReleaseComparison
+    filters: Filters
+    options: dict[str, list[str]]
+    sections: list[ClusterSection]
+    deltas: list[DeltaRow]
+    manifest: list[ManifestRow]
+    downloads: list[tuple[str, str, str]]  # (format, label, url)
+    has_data: bool
+
+    @property
+    def chart_count(self) -> int:
+        return sum(len(s.charts) + sum(1 for t in s.tables if t.waterfall_html) for s in self.sections)
+
+
+def options_from(settings: Settings) -> ComparisonOptions:
+    return ComparisonOptions.from_settings(settings)
+
+
+def report_url(ref: str, fmt: str) -> str:
+    return f"/api/v1/releases/{quote(ref, safe=':/')}/report?format={fmt}"
+
+
+def _row(ladder: LadderAnalysis, v: VariantResult) -> LadderRow:
+    s = v.summary
+    vs = v.vs_baseline
+    step = v.step
+    is_base = v.variant == ladder.baseline
+    speedup = 1.0 if is_base and s.n else (vs.ratio if vs else None)
+    return LadderRow(
+        variant=v.variant,
+        n=s.n,
+        median=s.median,
+        ci_low=s.ci_low,
+        ci_high=s.ci_high,
+        cv=s.cv,
+        noisy=bool(s.n) and s.noisy,
+        noisy_reasons=", ".join(s.reasons),
+        speedup=speedup,
+        speedup_low=vs.ci_low if vs else None,
+        speedup_high=vs.ci_high if vs else None,
+        p_value=vs.p_value if vs else None,
+        significant=vs.significant if vs and vs.ratio is not None else None,
+        step=step.ratio if step else None,
+        step_low=step.ci_low if step else None,
+        step_high=step.ci_high if step else None,
+        share=v.share,
+        reasons="; ".join([*v.reasons, *(vs.reasons if vs else ())]),
+    )
+
+
+def ladder_table(cluster: str, workload: str, ladder: LadderAnalysis) -> LadderTable:
+    mdef = describe_metric(ladder.metric, ladder.unit)
+    total = ladder.total
+    return LadderTable(
+        cluster=cluster,
+        workload=workload,
+        metric=ladder.metric,
+        label=mdef.label,
+        unit=mdef.unit,
+        baseline=ladder.baseline,
+        total=total.ratio if total else None,
+        total_low=total.ci_low if total else None,
+        total_high=total.ci_high if total else None,
+        rows=[_row(ladder, v) for v in ladder.variants],
+        reasons="; ".join(ladder.reasons),
+    )
+
+
+def slug(*parts: str) -> str:
+    # Plotly div ids must be stable and valid: letters, digits, dashes.
+    cleaned = "-".join("".join(ch if ch.isalnum() else "-" for ch in p) for p in parts)
+    return "chart-" + "-".join(filter(None, cleaned.split("-")))
+
+
+def chart_of(fig: Any, div_id: str, kind: str) -> Chart:
+    return Chart(div_id=div_id, html=charts.figure_to_div(fig, div_id), traces=len(fig.data), kind=kind)
+
+
+def _section(
+    comp: ReleaseComparison, cluster: Any, workloads: list[str] | None, colors: dict[str, str]
+) -> ClusterSection:
+    section = ClusterSection(cluster.name, cluster.accelerator, cluster.device_model)
+    ref = comp.release.ref
+
+    def pick(metric: str) -> dict[str, LadderAnalysis]:
+        ladders = comp.ladder_map(cluster.name, metric)
+        return {w: lad for w, lad in ladders.items() if workloads is None or w in workloads}
+
+    if comp.primary_metric:
+        primary = pick(comp.primary_metric)
+        if primary:
+            fig = charts.ablation_bars(primary, release=ref, cluster=cluster.name, colors=colors)
+            section.charts.append(chart_of(fig, slug("ablation", cluster.name), "ablation"))
+        for workload, ladder in primary.items():
+            table = ladder_table(cluster.name, workload, ladder)
+            fig = charts.contribution_waterfall(
+                ladder, release=ref, cluster=cluster.name, workload=workload, colors=colors
+            )
+            table.waterfall_html = charts.figure_to_div(fig, slug("waterfall", cluster.name, workload))
+            section.tables.append(table)
+    if comp.memory_metric:
+        memory = pick(comp.memory_metric)
+        if memory:
+            fig = charts.memory_bars(memory, release=ref, cluster=cluster.name, colors=colors)
+            section.charts.append(chart_of(fig, slug("memory", cluster.name), "memory"))
+            for workload, ladder in memory.items():
+                section.tables.append(ladder_table(cluster.name, workload, ladder))
+    return section
+
+
+def release_page(session: Session, ref: str, filters: Filters, settings: Settings) -> ReleasePage:
+    comp = comparison_service.build_release_comparison(session, ref, options=options_from(settings))
+    cluster_names = [c.name for c in comp.clusters]
+    workload_names = [w.name for w in comp.workloads]
+    clusters = [c for c in comp.clusters if not filters.cluster or c.name == filters.cluster]
+    workloads = [filters.workload] if filters.workload else None
+    colors = charts.variant_colors(v.name for v in comp.variants)
+    sections = [_section(comp, c, workloads, colors) for c in clusters]
+    deltas = delta_rows(
+        d
+        for d in comp.deltas
+        if (not filters.cluster or d.cluster == filters.cluster)
+        and (not filters.workload or d.workload == filters.workload)
+    )
+    return ReleasePage(
+        comparison=comp,
+        filters=filters,
+        options={"clusters": cluster_names, "workloads": workload_names},
+        sections=sections,
+        deltas=deltas,
+        manifest=manifest_rows(comp.manifest_diff, comp.release.manifest),
+        downloads=[(fmt, label, report_url(comp.release.ref, fmt)) for fmt, label in REPORT_FORMATS],
+        has_data=any(c.succeeded for c in comp.cells),
+    )

@@ -1,0 +1,67 @@
+"""The run page: summary metrics, step-time and loss charts, environment, provenance, log tail, error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from backend import charts
+from backend.analysis.metrics import get_metric
+from backend.services import runs as run_service
+
+# Enough points for a 1280 px wide chart; min-max downsampling keeps spikes visible.
+MAX_CHART_POINTS = 2_000
+CHART_METRICS = ("step_time_s", "loss")
+
+
+@dataclass
+class MetricRow:
+    name: str
+    label: str
+    value: float
+    unit: str
+
+
+@dataclass
+class RunPage:
+    run: dict[str, Any]
+    metrics: list[MetricRow]
+    chart_html: str | None
+    chart_traces: int
+    downsampled: list[str]
+
+
+def _metric_rows(metrics: list[dict[str, Any]]) -> list[MetricRow]:
+    rows = []
+    for m in metrics:
+        known = get_metric(m["name"])
+        rows.append(MetricRow(m["name"], known.label if known else m["name"], m["value"], m["unit"]))
+    return rows
+
+
+def run_page(session: Session, run_id: int) -> RunPage:
+    detail = run_service.run_detail(session, run_id)
+    present = {s["metric"] for s in detail["series"]}
+    series: dict[str, tuple[list[float], list[float]]] = {}
+    downsampled: list[str] = []
+    for metric in CHART_METRICS:
+        if metric not in present:
+            continue
+        data = run_service.run_series(session, run_id, metric, max_points=MAX_CHART_POINTS)
+        series[metric] = (data["steps"], data["values"])
+        if data["downsampled"]:
+            downsampled.append(f"{metric}: {len(data['values'])} of {data['n_points']} points")
+    chart_html = None
+    if series:
+        label = f"run #{run_id} · {detail['variant']} · {detail['workload']}"
+        fig = charts.run_series(series, run_label=label, release=detail["release"], cluster=detail["cluster"])
+        chart_html = charts.figure_to_div(fig, "chart-run-series")
+    return RunPage(
+        run=detail,
+        metrics=_metric_rows(detail["metrics"]),
+        chart_html=chart_html,
+        chart_traces=len(series),
+        downsampled=downsampled,
+    )

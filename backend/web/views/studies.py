@@ -1,0 +1,113 @@
+"""The studies list and the study page: the run matrix (variant x workload x repeat) with progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from backend.db.models import StudyStatus
+from backend.services import studies as study_service
+
+TERMINAL = frozenset({StudyStatus.succeeded.value, StudyStatus.failed.value, StudyStatus.cancelled.value})
+STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")
+
+
+@dataclass
+class MatrixRow:
+    variant: str
+    cells: list[dict[str, Any] | None]  # one per repeat; None where the plan has no such run
+
+
+@dataclass
+class MatrixBlock:
+    workload: str
+    rows: list[MatrixRow]
+
+
+@dataclass
+class StudyPage:
+    study: dict[str, Any]
+    repeats: list[int]
+    blocks: list[MatrixBlock]
+    total: int
+    done: int
+    terminal: bool
+
+    @property
+    def progress(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+
+def _blocks(matrix: dict[str, Any]) -> tuple[list[int], list[MatrixBlock]]:
+    runs = matrix["runs"]
+    repeats = sorted({r["repeat"] for r in runs}) or list(range(matrix["repeats"]))
+    by_cell = {(r["workload"], r["variant"], r["repeat"]): r for r in runs}
+    variants = list(dict.fromkeys([*matrix["variants"], *(r["variant"] for r in runs)]))
+    workloads = list(dict.fromkeys([*matrix["workloads"], *(r["workload"] for r in runs)]))
+    blocks = [
+        MatrixBlock(
+            workload=w,
+            rows=[MatrixRow(variant=v, cells=[by_cell.get((w, v, k)) for k in repeats]) for v in variants],
+        )
+        for w in workloads
+    ]
+    return repeats, blocks
+
+
+def study_page(session: Session, study_id: int) -> StudyPage:
+    study = study_service.get_study(session, study_id)
+    matrix = study_service.study_matrix(session, study)
+    repeats, blocks = _blocks(matrix)
+    counts = matrix["counts"]
+    total = sum(counts.values())
+    done = sum(n for s, n in counts.items() if s in TERMINAL)
+    return StudyPage(
+        study=matrix,
+        repeats=repeats,
+        blocks=blocks,
+        total=total,
+        done=done,
+        terminal=matrix["status"] in TERMINAL,
+    )
+
+
+@dataclass
+class StudyListItem:
+    id: int
+    name: str
+    status: str
+    release: str
+    cluster: str
+    repeats: int
+    created_at: Any
+    finished_at: Any
+    counts: dict[str, int]
+    total: int
+    done: int
+
+
+def study_items(session: Session, *, limit: int = 100, active_only: bool = False) -> list[StudyListItem]:
+    items: list[StudyListItem] = []
+    for study in study_service.list_studies(session, limit=limit):
+        if active_only and study.status in TERMINAL:
+            continue
+        counts = dict(study_service.study_matrix(session, study)["counts"])
+        total = sum(counts.values())
+        items.append(
+            StudyListItem(
+                id=study.id,
+                name=study.name,
+                status=study.status,
+                release=study.release.ref,
+                cluster=study.cluster.name,
+                repeats=study.repeats,
+                created_at=study.created_at,
+                finished_at=study.finished_at,
+                counts={s: counts[s] for s in STATUS_ORDER if counts.get(s)},
+                total=total,
+                done=sum(n for s, n in counts.items() if s in TERMINAL),
+            )
+        )
+    return items
