@@ -1,0 +1,252 @@
+"""The release comparison on real data (both databases), checked against numpy/scipy recomputation."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import date
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy import stats
+from sqlalchemy import event
+
+from backend.db.database import Database
+from backend.services import comparison as svc
+from backend.services.errors import NotFound
+from tests.reports import seed
+from tests.reports.seed import REL_2510, REL_2511, REL_2512, ReleaseSpec
+
+N = 499  # resamples: small so the suite stays fast; the method is the same at 9999
+OPTS = svc.ComparisonOptions(n_resamples=N)
+TPUT = "throughput_tokens_per_s"
+MEM = "peak_memory_gib"
+LLAMA = "deepspeed/llama3-8b"
+QWEN = "megatron/qwen2-7b"
+LAST = seed.VARIANTS[-1]
+REF = f"{seed.IMAGE}:25.12"
+
+
+def _ci(samples: tuple[list[float], ...], statistic) -> tuple[float, float]:
+    """The percentile bootstrap recomputed directly with scipy (sorted inputs, seed 0)."""
+    res = stats.bootstrap(
+        tuple(np.sort(np.asarray(s)) for s in samples),
+        statistic,
+        n_resamples=N,
+        vectorized=True,
+        paired=False,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+@pytest.fixture
+def standard(database: Database) -> Database:
+    seed.seed_standard(database)
+    return database
+
+
+def _build(database: Database, ref: str = REF, **kw) -> svc.ReleaseComparison:
+    with database.read() as s:
+        return svc.build_release_comparison(s, ref, options=kw.pop("options", OPTS), **kw)
+
+
+def test_ladder_matches_independent_recomputation(standard: Database) -> None:
+    c = _build(standard)
+    assert c.baseline is not None and c.baseline.ref == f"{seed.IMAGE}:25.11"
+    assert c.lookback_releases == (f"{seed.IMAGE}:25.10", f"{seed.IMAGE}:25.11")
+    assert c.metrics == (TPUT, MEM) and c.baseline_variant == "Base"
+    assert [v.name for v in c.variants] == seed.VARIANTS
+    ladder = c.ladder_map("h200-2x8", TPUT)[QWEN]
+    base = seed.expected_values(REL_2512, QWEN, "Base")
+    for name in seed.VARIANTS:
+        values = seed.expected_values(REL_2512, QWEN, name)
+        v = ladder.variant(name)
+        assert v.summary.n == 5
+        assert v.summary.median == pytest.approx(float(np.median(values)), rel=1e-12)
+        lo, hi = _ci((values,), lambda x, axis=-1: np.median(x, axis=axis))
+        assert (v.summary.ci_low, v.summary.ci_high) == pytest.approx((lo, hi), rel=1e-12)
+        if name == "Base":
+            continue
+        ratio = np.median(values) / np.median(base)
+        assert v.vs_baseline.ratio == pytest.approx(ratio, rel=1e-12)
+        lo, hi = _ci((values, base), lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis))
+        assert (v.vs_baseline.ci_low, v.vs_baseline.ci_high) == pytest.approx((lo, hi), rel=1e-12)
+        # No ties between the samples: scipy's exact test is the reference.
+        p = stats.mannwhitneyu(values, base, alternative="two-sided", method="exact").pvalue
+        assert v.vs_baseline.p_value == pytest.approx(p, rel=1e-9)
+    # Shares of the log gain add up to 1 and the steps multiply back to the total.
+    steps = [ladder.variant(n).step.ratio for n in seed.VARIANTS[1:]]
+    assert np.prod(steps) == pytest.approx(ladder.total.ratio, rel=1e-12)
+    assert sum(ladder.variant(n).share for n in seed.VARIANTS[1:]) == pytest.approx(1.0)
+
+
+def test_memory_ladder_is_oriented_lower_is_better(standard: Database) -> None:
+    ladder = _build(standard).ladder_map("h200-2x8", MEM)[LLAMA]
+    base = [seed.memory(LLAMA, "Base", r) for r in range(5)]
+    last = [seed.memory(LLAMA, LAST, r) for r in range(5)]
+    assert ladder.variant(LAST).vs_baseline.ratio == pytest.approx(np.median(base) / np.median(last))
+    assert ladder.variant(LAST).vs_baseline.ratio > 1.4
+
+
+def test_release_over_release_verdicts_and_lookback(standard: Database) -> None:
+    c = _build(standard)
+    deltas = {(d.workload, d.variant): d for d in c.deltas if d.metric == TPUT}
+    assert len(deltas) == 10 and all(d.status == "compared" for d in deltas.values())
+    reg = deltas[(LLAMA, LAST)]
+    old = seed.expected_values(REL_2511, LLAMA, LAST)
+    new = seed.expected_values(REL_2512, LLAMA, LAST)
+    change = (np.median(new) - np.median(old)) / np.median(old) * 100
+    assert reg.result.change_pct == pytest.approx(change) and change == pytest.approx(-8.0)
+    lo, hi = _ci(
+        (new, old), lambda x, y, axis=-1: (np.median(x, axis=axis) / np.median(y, axis=axis) - 1) * 100
+    )
+    assert (reg.result.change_ci_low, reg.result.change_ci_high) == pytest.approx((lo, hi), rel=1e-9)
+    p = stats.mannwhitneyu(new, old, alternative="two-sided", method="exact").pvalue
+    assert reg.result.p_value == pytest.approx(p) and p < 0.05
+    assert reg.verdict == "regressed"
+    assert deltas[(QWEN, "Base+ACCL")].verdict == "improved"
+    assert deltas[(LLAMA, "Base")].verdict == "unchanged"
+    assert [d.variant for d in c.regressions] == [LAST]
+    assert c.verdict_counts(TPUT) == {"improved": 1, "regressed": 1, "unchanged": 8, "not compared": 0}
+    # Lookback: qwen Base was 1% higher in 25.11 than in 25.10, so its history has spread.
+    qb = deltas[(QWEN, "Base")]
+    hist = [float(np.median(seed.expected_values(s, QWEN, "Base"))) for s in (REL_2510, REL_2511)]
+    assert [p.median for p in qb.history] == pytest.approx(hist)
+    z = (np.median(seed.expected_values(REL_2512, QWEN, "Base")) - statistics.fmean(hist)) / statistics.stdev(
+        hist
+    )
+    assert qb.lookback.z == pytest.approx(z)
+    assert reg.lookback.z is None and "history has zero spread" in reg.lookback.reasons
+
+
+def test_manifest_diff_lists_suspects(standard: Database) -> None:
+    c = _build(standard)
+    diff = c.manifest_diff
+    assert [x.name for x in diff.added] == ["accl"] and [x.name for x in diff.removed] == ["apex"]
+    assert [(x.name, x.old, x.new) for x in diff.upgraded] == [
+        ("flashinfer-python", "0.5.0", "0.5.3"),
+        ("vllm", "0.11.0", "0.12.0"),
+    ]
+    assert "vllm 0.11.0 -> 0.12.0" in c.suspects
+    assert c.to_json_dict()["suspects"] == list(c.suspects)
+
+
+def test_explicit_baseline_and_first_release(standard: Database) -> None:
+    c = _build(standard, baseline_ref=f"{seed.IMAGE}:25.10")
+    assert c.baseline.ref == f"{seed.IMAGE}:25.10" and c.baseline_source == "explicit"
+    first = _build(standard, f"{seed.IMAGE}:25.10")
+    assert first.baseline is None and first.lookback_releases == ()
+    assert all(d.status == "no baseline release" and d.result is None for d in first.deltas)
+    assert any("no release-over-release" in m for m in first.missing)
+
+
+def test_unknown_release_is_not_found(database: Database) -> None:
+    with database.read() as s, pytest.raises(NotFound):
+        svc.build_release_comparison(s, "nope:1.0")
+    seed.seed_release(database, REL_2511)
+    with database.read() as s, pytest.raises(NotFound):
+        svc.build_release_comparison(s, REF.replace("25.12", "25.11"), baseline_ref="nope:1")
+
+
+def test_partial_release_says_what_is_missing(database: Database) -> None:
+    seed.seed_release(database, REL_2511)
+    partial = ReleaseSpec(
+        "25.12",
+        {"vllm": "0.16.0"},
+        skip={(w, "Base") for w in seed.WORKLOADS} | {(QWEN, "AC2+ACCL")},
+        failed={(LLAMA, "Base+ACCL"): 2},
+        repeats_of={(LLAMA, LAST): 1},
+    )
+    seed.seed_release(database, partial)
+    c = _build(database)
+    text = "\n".join(c.missing)
+    assert "no succeeded Base runs" in text
+    assert f"{LAST} on {LLAMA} (h200-2x8): one repeat only" in text
+    assert f"Base+ACCL on {LLAMA} (h200-2x8): 2 of 7 runs did not succeed" in text
+    assert f"AC2+ACCL on {QWEN} (h200-2x8): no succeeded runs" in text
+    ladder = c.ladder_map("h200-2x8", TPUT)[LLAMA]
+    assert ladder.baseline == "Base" and ladder.baseline_missing and ladder.total is None
+    cell = next(x for x in c.cells if (x.workload, x.variant) == (LLAMA, "Base+ACCL"))
+    assert cell.succeeded == 5 and cell.failed == 2
+    assert [f.error for f in cell.not_succeeded] == ["NCCL timeout after 1800 s"] * 2
+    one = next(d for d in c.deltas if (d.workload, d.variant, d.metric) == (LLAMA, LAST, TPUT))
+    assert one.result.p_value is None and one.verdict == "unchanged"
+    dropped = next(d for d in c.deltas if (d.workload, d.variant, d.metric) == (QWEN, "AC2+ACCL", TPUT))
+    assert dropped.status == "no data in this release"
+
+
+def test_release_without_runs(database: Database) -> None:
+    seed.seed_empty_release(database, "26.01", {"vllm": "0.16.0"})
+    c = _build(database, f"{seed.IMAGE}:26.01")
+    assert c.missing[0] == "no runs recorded for this release"
+    assert c.ladders == () and c.deltas == () and c.metrics == ()
+
+
+def test_row_order_does_not_matter(database: Database) -> None:
+    forward = ReleaseSpec("1.0", {"a": "1"}, image="img-forward")
+    backward = ReleaseSpec("1.0", {"a": "1"}, image="img-backward")
+    seed.seed_release(database, forward)
+    seed.seed_release(database, backward, reverse=True)
+    a = _build(database, "img-forward:1.0").to_json_dict()
+    b = _build(database, "img-backward:1.0").to_json_dict()
+    for key in ("ladders", "deltas", "cells", "variants"):
+        assert a[key] == b[key], key
+    assert [m.replace("forward", "backward") for m in a["missing"]] == b["missing"]
+
+
+def test_fixed_number_of_queries(database: Database) -> None:
+    statements: list[str] = []
+    event.listen(database.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    seed.seed_standard(database)
+    statements.clear()
+    _build(database, f"{seed.IMAGE}:25.10")
+    small = len(statements)
+    statements.clear()
+    _build(database)
+    assert len(statements) == small <= 8
+    assert sum("run_metrics" in s for s in statements) == 1
+
+
+def test_compare_two_sets_of_runs(standard: Database) -> None:
+    c = _build(standard)
+    old_ids = [
+        r.run_id for r in c.runs if r.release.endswith("25.11") and (r.workload, r.variant) == (LLAMA, LAST)
+    ]
+    new_ids = [
+        r.run_id for r in c.runs if r.release.endswith("25.12") and (r.workload, r.variant) == (LLAMA, LAST)
+    ]
+    with standard.read() as s:
+        rs = svc.compare_run_sets(s, old_ids, new_ids, options=OPTS)
+    d = next(d for d in rs.deltas if d.metric == TPUT)
+    assert d.verdict == "regressed" and d.result.change_pct == pytest.approx(-8.0)
+    assert (
+        rs.baseline.releases == (f"{seed.IMAGE}:25.11",)
+        and "vllm 0.11.0 -> 0.12.0" in rs.to_json_dict()["suspects"]
+    )
+    # One cell on each side: compared whatever the names (variant against variant).
+    base_ids = [
+        r.run_id for r in c.runs if r.release.endswith("25.12") and (r.workload, r.variant) == (LLAMA, "Base")
+    ]
+    with standard.read() as s:
+        rs = svc.compare_run_sets(s, base_ids, new_ids, options=OPTS)
+    d = next(d for d in rs.deltas if d.metric == TPUT)
+    assert d.variant == f"{LAST} vs Base" and d.verdict == "improved"
+    with standard.read() as s, pytest.raises(NotFound):
+        svc.compare_run_sets(s, [10**9], new_ids)
+
+
+def _rel(id_: int, tag: str, day: date | None = None) -> SimpleNamespace:
+    return SimpleNamespace(id=id_, tag=tag, release_date=day)
+
+
+def test_family_order_rules() -> None:
+    by_version = svc.order_family([_rel(1, "25.12"), _rel(2, "25.9"), _rel(3, "26.01"), _rel(4, "25.10")])
+    assert [r.tag for r in by_version] == ["25.9", "25.10", "25.12", "26.01"]
+    # Not PEP 440: release dates decide when every release has one.
+    dated = [_rel(1, "b-cu128", date(2025, 3, 1)), _rel(2, "a-cu130", date(2025, 4, 1))]
+    assert [r.tag for r in svc.order_family(dated)] == ["b-cu128", "a-cu130"]
+    natural = [_rel(1, "25.12-cu128"), _rel(2, "25.9-cu128")]
+    assert [r.tag for r in svc.order_family(natural)] == ["25.9-cu128", "25.12-cu128"]
