@@ -1,0 +1,46 @@
+"""Report export of a release comparison: self-contained HTML, Markdown, CSV and JSON.
+
+Every renderer is a pure function of a :class:`~backend.services.comparison.ReleaseComparison`:
+the same data gives byte-identical output. A timestamp appears only when the caller passes one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from backend.services.comparison import ReleaseComparison
+
+FORMATS: tuple[str, ...] = ("html", "md", "csv", "json")
+MEDIA_TYPES: dict[str, str] = {
+    "html": "text/html; charset=utf-8",
+    "md": "text/markdown; charset=utf-8",
+    "csv": "text/csv; charset=utf-8",
+    "json": "application/json",
+}
+EXTENSIONS: dict[str, str] = {"html": "html", "md": "md", "csv": "csv", "json": "json"}
+
+
+def render(comparison: ReleaseComparison, fmt: str, *, generated_at: datetime | None = None) -> str:
+    """The report in ``fmt`` (one of :data:`FORMATS`) as text."""
+    if fmt == "html":
+        from backend.reports.html import render_html
+
+        return render_html(comparison, generated_at=generated_at)
+    if fmt == "md":
+        from backend.reports.markdown import render_markdown
+
+        return render_markdown(comparison, generated_at=generated_at)
+    if fmt == "csv":
+        from backend.reports.csv import render_csv
+
+        return render_csv(comparison)
+    if fmt == "json":
+        from backend.reports.json import render_json
+
+        return render_json(comparison, generated_at=generated_at)
+    raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def default_filename(comparison: ReleaseComparison, fmt: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in comparison.release.ref)
+    return f"{safe}-report.{EXTENSIONS[fmt]}"

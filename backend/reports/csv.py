@@ -1,0 +1,141 @@
+"""CSV report: one table with a ``section`` column, so one file holds runs and summaries.
+
+Sections: ``run`` (one row per run and metric, every run of the release and its baseline, failed
+ones too with an empty value), ``summary`` (one row per cluster, workload, variant and analysed
+metric: median, interval, speed-up over Base) and ``release_delta`` (change against the baseline
+release with its verdict). Columns that do not apply to a section are empty.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+
+from backend.services.comparison import ReleaseComparison
+
+COLUMNS: tuple[str, ...] = (
+    "section",
+    "release",
+    "cluster",
+    "workload",
+    "variant",
+    "metric",
+    "unit",
+    "run_id",
+    "repeat",
+    "status",
+    "value",
+    "n",
+    "median",
+    "ci_low",
+    "ci_high",
+    "cv",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "p_value",
+    "share",
+    "baseline_release",
+    "baseline_median",
+    "change_pct",
+    "change_ci_low",
+    "change_ci_high",
+    "verdict",
+    "lookback_z",
+    "notes",
+)
+
+
+def _cell(x: object) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, float):
+        return repr(x)  # shortest round-tripping text: no precision lost, always the same
+    return str(x)
+
+
+def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
+    for r in c.runs:
+        if not r.metrics:
+            yield {
+                "section": "run",
+                "release": r.release,
+                "cluster": r.cluster,
+                "workload": r.workload,
+                "variant": r.variant,
+                "run_id": r.run_id,
+                "repeat": r.repeat,
+                "status": r.status,
+            }
+        for name, (value, unit) in r.metrics.items():
+            yield {
+                "section": "run",
+                "release": r.release,
+                "cluster": r.cluster,
+                "workload": r.workload,
+                "variant": r.variant,
+                "metric": name,
+                "unit": unit,
+                "run_id": r.run_id,
+                "repeat": r.repeat,
+                "status": r.status,
+                "value": value,
+            }
+    for e in c.ladders:
+        lad = e.analysis
+        for v in lad.variants:
+            s = v.summary
+            base = v.variant == lad.baseline and s.n > 0
+            vs = v.vs_baseline
+            yield {
+                "section": "summary",
+                "release": c.release.ref,
+                "cluster": e.cluster,
+                "workload": e.workload,
+                "variant": v.variant,
+                "metric": e.metric,
+                "unit": lad.unit,
+                "n": s.n,
+                "median": s.median,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+                "cv": s.cv,
+                "speedup": 1.0 if base else (vs.ratio if vs else None),
+                "speedup_ci_low": vs.ci_low if vs else None,
+                "speedup_ci_high": vs.ci_high if vs else None,
+                "p_value": vs.p_value if vs else None,
+                "share": v.share,
+                "notes": "; ".join(dict.fromkeys((*s.reasons, *v.reasons))),
+            }
+    for d in c.deltas:
+        r = d.result
+        yield {
+            "section": "release_delta",
+            "release": c.release.ref,
+            "cluster": d.cluster,
+            "workload": d.workload,
+            "variant": d.variant,
+            "metric": d.metric,
+            "unit": d.unit,
+            "n": r.n_contender if r else None,
+            "median": r.contender_median if r else None,
+            "p_value": r.p_value if r else None,
+            "baseline_release": c.baseline.ref if c.baseline else None,
+            "baseline_median": r.baseline_median if r else None,
+            "change_pct": r.change_pct if r else None,
+            "change_ci_low": r.change_ci_low if r else None,
+            "change_ci_high": r.change_ci_high if r else None,
+            "verdict": d.verdict or d.status,
+            "lookback_z": d.lookback.z if d.lookback else None,
+            "notes": "; ".join(r.reasons) if r else "",
+        }
+
+
+def render_csv(c: ReleaseComparison) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows(c):
+        writer.writerow([_cell(row.get(col)) for col in COLUMNS])
+    return buf.getvalue()

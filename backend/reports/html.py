@@ -1,0 +1,141 @@
+"""HTML report: one self-contained file (plotly.js inlined from the installed package) that opens offline.
+
+Charts are the same figures the dashboard shows (``backend.charts``), embedded with fixed div ids so
+the same data gives the same bytes. Tables come from :mod:`backend.reports.tables`, shared with the
+Markdown report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+import plotly.graph_objects as go
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from backend import charts
+from backend.analysis.stats import Summary
+from backend.reports import tables as t
+from backend.services.comparison import ReleaseComparison
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+@dataclass(frozen=True)
+class Chart:
+    div_id: str
+    title: str
+    html: Markup
+
+
+@dataclass(frozen=True)
+class ClusterCharts:
+    cluster: str
+    charts: tuple[Chart, ...]
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _chart(div_id: str, fig: go.Figure) -> Chart:
+    title = fig.layout.title.text or div_id
+    return Chart(div_id, title, Markup(charts.figure_to_div(fig, div_id)))  # plotly-generated markup, trusted
+
+
+def _trend_points(
+    c: ReleaseComparison, cluster: str, workload: str, metric: str
+) -> dict[str, dict[str, Summary]]:
+    """variant -> release -> Summary of medians: the lookback releases, then this release.
+
+    The history carries medians only (no raw values), so the trend has no interval bars; this
+    keeps the report from bootstrapping every earlier release again.
+    """
+    points: dict[str, dict[str, Summary]] = {}
+    for d in c.deltas:
+        if (d.cluster, d.workload, d.metric) != (cluster, workload, metric):
+            continue
+        per = {p.release: _median_only(p.n, p.median, c.method.confidence) for p in d.history}
+        ladder = c.ladder_map(cluster, metric).get(workload)
+        v = ladder.variant(d.variant) if ladder else None
+        if v is not None and v.summary.n and v.summary.median is not None:
+            per[c.release.ref] = _median_only(v.summary.n, v.summary.median, c.method.confidence)
+        if per:
+            points[d.variant] = per
+    return points
+
+
+def _median_only(n: int, median: float, confidence: float) -> Summary:
+    return Summary(n, median, None, None, None, None, None, None, None, confidence, False, ())
+
+
+def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
+    """Every chart of the report, per cluster, with ids that depend only on positions in the data."""
+    out = []
+    names = [v.name for v in c.variants]
+    colors = charts.variant_colors(names)
+    for ci, cluster in enumerate(c.clusters):
+        items: list[Chart] = []
+        rel, cl = c.release.ref, cluster.name
+        prim = c.ladder_map(cl, c.primary_metric) if c.primary_metric else {}
+        mem = c.ladder_map(cl, c.memory_metric) if c.memory_metric else {}
+        p = f"c{ci}"
+        if c.primary_metric:
+            items.append(
+                _chart(f"{p}-ablation", charts.ablation_bars(prim, release=rel, cluster=cl, colors=colors))
+            )
+            items.append(_chart(f"{p}-heatmap", charts.speedup_heatmap(prim, release=rel, cluster=cl)))
+        if c.memory_metric:
+            items.append(
+                _chart(f"{p}-memory", charts.memory_bars(mem, release=rel, cluster=cl, colors=colors))
+            )
+            if prim:
+                fig = charts.throughput_vs_memory(prim, mem, release=rel, cluster=cl, colors=colors)
+                items.append(_chart(f"{p}-tput-mem", fig))
+        for wi, (workload, ladder) in enumerate(prim.items()):
+            fig = charts.contribution_waterfall(
+                ladder, release=rel, cluster=cl, workload=workload, colors=colors
+            )
+            items.append(_chart(f"{p}-w{wi}-waterfall", fig))
+            if c.lookback_releases and c.primary_metric:
+                refs = [*c.lookback_releases, rel]
+                fig = charts.release_trend(
+                    _trend_points(c, cl, workload, c.primary_metric),
+                    releases=refs,
+                    metric=c.primary_metric,
+                    unit=ladder.unit,
+                    cluster=cl,
+                    workload=workload,
+                    colors=colors,
+                )
+                items.append(_chart(f"{p}-w{wi}-trend", fig))
+        out.append(ClusterCharts(cl, tuple(items)))
+    return out
+
+
+def render_html(c: ReleaseComparison, *, generated_at: datetime | None = None) -> str:
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        c=c,
+        overview=t.overview(c),
+        regressions=t.regression_table(c),
+        ablation=t.ablation_tables(c),
+        deltas=t.delta_tables(c),
+        manifest=t.manifest_table(c),
+        environment=t.environment_table(c),
+        method=t.method_table(c),
+        cluster_charts=cluster_charts(c),
+        plotly_js=Markup(charts.plotly_js_source()),  # the installed plotly bundle, trusted
+        generated_at=generated_at.isoformat() if generated_at else None,
+    )

@@ -1,0 +1,46 @@
+"""Markdown report: GitHub-flavoured tables ready to paste into release notes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from backend.reports import tables as t
+from backend.services.comparison import ReleaseComparison
+
+
+def _escape(text: str) -> str:
+    # A pipe would split the cell; a newline would end the row.
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip() or " "
+
+
+def table_md(table: t.Table, *, level: int = 3) -> str:
+    lines = [f"{'#' * level} {table.title}", ""]
+    if table.note:
+        lines += [f"_{table.note}_", ""]
+    if not table.rows:
+        return "\n".join([*lines, "None.", ""])
+    lines.append("| " + " | ".join(_escape(h) for h in table.header) + " |")
+    lines.append("|" + "|".join("---" for _ in table.header) + "|")
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in table.rows]
+    return "\n".join([*lines, ""])
+
+
+def _bullets(title: str, items: tuple[str, ...] | list[str]) -> str:
+    body = "\n".join(f"- {_escape(i)}" for i in items) if items else "None."
+    return f"### {title}\n\n{body}\n"
+
+
+def render_markdown(c: ReleaseComparison, *, generated_at: datetime | None = None) -> str:
+    parts = [f"# Ablation report: {c.release.ref}", ""]
+    if generated_at is not None:
+        parts += [f"_Generated {generated_at.isoformat()}_", ""]
+    parts.append(table_md(t.overview(c)))
+    parts.append(_bullets("What is missing", c.missing))
+    parts.append(table_md(t.regression_table(c)))
+    parts += [table_md(x) for x in t.ablation_tables(c)]
+    parts += [table_md(x) for x in t.delta_tables(c)]
+    parts.append(table_md(t.manifest_table(c)))
+    parts.append(_bullets("Known issues (release notes)", c.release.known_issues))
+    parts.append(table_md(t.environment_table(c)))
+    parts.append(table_md(t.method_table(c)))
+    return "\n".join(parts).rstrip("\n") + "\n"
