@@ -116,6 +116,7 @@ class Dispatcher:
         self._next_reap = 0.0
         self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
         self._board: Any = None
+        self._progress_ref: Any = None
         self._node_task: Any = None
         self._rendezvous: Any = None
         self._ray_address = ""
@@ -203,15 +204,17 @@ class Dispatcher:
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + TICK_S
-        progress: dict[int, tuple[int, int, float | None]] = {}
-        if self._board is not None and self.executions:
-            import ray
-
-            try:
-                progress = ray.get(self._board.take.remote(), timeout=5)
-            except Exception as exc:  # progress is best effort; leases are not
-                log.warning("progress board unavailable: %s", exc)
+        progress = self._take_progress()
+        held: set[int] = set()
         with self.database.transaction() as session:
+            # Renew before reaping: a loop that stalled past lease_s must not re-queue its own runs.
+            if self.executions:
+                held = claims.renew_leases(
+                    session, self.owner, list(self.executions), lease_s=self.settings.lease_s
+                )
+                for run_id, (step, total, tput) in progress.items():
+                    if run_id in held:
+                        claims.write_progress(session, self.owner, run_id, step, total, tput)
             if now >= self._next_reap:
                 self._next_reap = now + max(0.5, self.settings.lease_s / 3)
                 reaped = claims.reap_expired(session, max_attempts=self.settings.max_attempts)
@@ -219,19 +222,28 @@ class Dispatcher:
                     refresh_study_status(session, study_id)
                 if reaped.requeued or reaped.failed:
                     log.warning("expired leases: requeued %s, failed %s", reaped.requeued, reaped.failed)
-            if not self.executions:
-                return
-            held = claims.renew_leases(
-                session, self.owner, list(self.executions), lease_s=self.settings.lease_s
-            )
-            for run_id, (step, total, tput) in progress.items():
-                if run_id in held:
-                    claims.write_progress(session, self.owner, run_id, step, total, tput)
         for run_id in [r for r in self.executions if r not in held]:
             ex = self.executions[run_id]
             log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)
             self._kill(ex)
             self._forget(ex)
+
+    def _take_progress(self) -> dict[int, tuple[int, int, float | None]]:
+        """The board's latest reports, without ever blocking the loop (leases must not wait on it)."""
+        import ray
+
+        out: dict[int, tuple[int, int, float | None]] = {}
+        pending = self._progress_ref
+        if pending is not None:
+            ready, _ = ray.wait([pending], timeout=0)
+            if not ready:
+                return out
+            try:
+                out = ray.get(pending)
+            except Exception as exc:  # progress is best effort; leases are not
+                log.warning("progress board unavailable: %s", exc)
+        self._progress_ref = self._board.take.remote() if self.executions and self._board else None
+        return out
 
     # --- claiming and submitting ------------------------------------------------------------------
 

@@ -64,7 +64,8 @@ class NodeDemand:
         return [dict(self.labels) for _ in range(self.nodes)] if self.labels else None
 
     def describe(self) -> str:
-        what = ", ".join(f"{_fmt(v)} {k}" for k, v in self.resources.items() if k != "CPU" or not self.gpus)
+        devices = bool(self.gpus or self.custom)  # a device run's launcher CPU is not worth naming
+        what = ", ".join(f"{_fmt(v)} {k}" for k, v in self.resources.items() if k != "CPU" or not devices)
         where = f" with label {_labels_text(self.labels)}" if self.labels else ""
         name = f"cluster {self.cluster_name!r}" if self.cluster_name else "the run"
         return f"{name} needs {what} on each of {self.nodes} node(s){where}"

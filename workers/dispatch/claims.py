@@ -1,7 +1,7 @@
 """Claims and leases: the only SQL the dispatcher issues itself (results go through ingest).
 
-A claim is one ``UPDATE ... WHERE id IN (SELECT ... ORDER BY queue_order LIMIT n) RETURNING``. On
-PostgreSQL the inner select takes ``FOR UPDATE SKIP LOCKED``, so concurrent dispatchers never take the
+A claim is one ``UPDATE ... RETURNING`` over ``SELECT ... ORDER BY queue_order LIMIT n``. On
+PostgreSQL the select is a CTE taking ``FOR UPDATE SKIP LOCKED``, so concurrent dispatchers never take the
 same run and never wait on each other; on SQLite the statement runs under the single writer lock, which
 makes it just as atomic. Every later write of a dispatcher is guarded by ``lease_owner = me AND status =
 'running'``: once a lease expired and someone else re-queued or took the run, or a user cancelled it,
@@ -67,10 +67,15 @@ def claim_runs(
         .limit(limit)
     )
     if session.get_bind().dialect.name == "postgresql":
-        pick = pick.with_for_update(skip_locked=True, of=Run)
+        # A CTE is evaluated exactly once; PostgreSQL may re-run an ``IN (subquery LIMIT n)`` and
+        # then take more than n rows.
+        picked = pick.with_for_update(skip_locked=True, of=Run).cte("picked")
+        target = Run.id == picked.c.id
+    else:
+        target = Run.id.in_(pick)
     stmt = (
         update(Run)
-        .where(Run.id.in_(pick), Run.status == QUEUED)
+        .where(target, Run.status == QUEUED)
         .values(
             status=RUNNING,
             lease_owner=owner,

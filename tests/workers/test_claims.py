@@ -1,0 +1,86 @@
+"""Claims and leases on both databases: no run claimed twice, expired leases re-queued, stale owners
+refused."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from sqlalchemy import update
+
+from backend.db.base import utcnow
+from backend.db.database import Database
+from backend.db.models import Run
+from backend.schemas.catalog import VariantDef
+from tests.workers.conftest import CPU1, FAKE, queue_study
+from workers.dispatch import claims
+
+
+def _queue(database: Database, repeats: int) -> list[int]:
+    return queue_study(database, cluster=CPU1, variants=[VariantDef(name="A"), VariantDef(name="B")],
+                       workloads=[FAKE], repeats=repeats).run_ids  # fmt: skip
+
+
+def test_claims_follow_queue_order(database: Database) -> None:
+    ids = _queue(database, 2)
+    with database.transaction() as s:
+        got = claims.claim_runs(s, "me", limit=3, lease_s=30)
+    assert [c.run_id for c in got] == ids[:3]
+    assert all(c.attempt == 1 for c in got)
+
+
+def test_concurrent_dispatchers_never_take_the_same_run(database: Database) -> None:
+    ids = _queue(database, 10)  # 20 runs
+    taken: dict[str, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def worker(owner: str) -> None:
+        mine: list[int] = []
+        try:
+            while True:
+                with database.transaction() as s:
+                    got = claims.claim_runs(s, owner, limit=2, lease_s=30)
+                if not got:
+                    break
+                mine.extend(c.run_id for c in got)
+        except BaseException as exc:
+            errors.append(exc)
+        taken[owner] = mine
+
+    threads = [threading.Thread(target=worker, args=(f"d{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    everything = [r for mine in taken.values() for r in mine]
+    assert sorted(everything) == sorted(ids)  # each exactly once
+
+
+def test_expired_leases_are_requeued_then_failed(database: Database) -> None:
+    ids = _queue(database, 1)
+    with database.transaction() as s:
+        claims.claim_runs(s, "dead", limit=2, lease_s=30)
+        past = utcnow() - timedelta(seconds=1)
+        s.execute(update(Run).values(lease_expires_at=past))
+        s.execute(update(Run).where(Run.id == ids[1]).values(attempt=3))
+        reaped = claims.reap_expired(s, max_attempts=3)
+    assert reaped.requeued == [ids[0]] and reaped.failed == [ids[1]]
+    with database.read() as s:
+        first, second = s.get(Run, ids[0]), s.get(Run, ids[1])
+        assert first is not None and second is not None
+        assert (first.status, first.attempt, first.lease_owner) == ("queued", 2, None)
+        assert second.status == "failed" and second.failure_kind == "infrastructure"
+        assert second.error == "infrastructure: lease expired after 3 attempts"
+
+
+def test_a_stale_owner_can_neither_renew_nor_finish(database: Database) -> None:
+    ids = _queue(database, 1)
+    with database.transaction() as s:
+        claims.claim_runs(s, "old", limit=1, lease_s=30)
+        s.execute(update(Run).where(Run.id == ids[0]).values(lease_owner="new"))
+    with database.transaction() as s:
+        assert claims.renew_leases(s, "old", [ids[0]], lease_s=30) == set()
+        assert claims.hold_for_finish(s, "old", ids[0], lease_s=30) is None
+        assert not claims.write_progress(s, "old", ids[0], 1, 2, None)
+        assert claims.hold_for_finish(s, "new", ids[0], lease_s=30) is not None

@@ -1,0 +1,139 @@
+"""Faults on a real local Ray: crashed workers are retried, benchmark failures are not, impossible runs
+fail fast, cancel kills the runner's processes, a dispatcher that lost its lease records nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+from sqlalchemy import update
+
+from backend.db.database import Database
+from backend.db.models import Run, RunMetric
+from backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
+from backend.services.studies import cancel_study
+from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
+from tests.workers.fakes import FakeRunner
+from workers.dispatcher import Dispatcher
+
+FAKES = {"fake": FakeRunner}
+
+
+def wait_for(cond: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _one(database: Database, options: dict[str, object], cluster: ClusterDef = CPU1) -> int:
+    wl = WorkloadDef(name=f"fake-{abs(hash(str(options))) % 10**8}", runner="fake", runner_options=options)
+    return queue_study(database, cluster=cluster, variants=[VariantDef(name="A")], workloads=[wl]).study_id
+
+
+def test_crashed_worker_is_retried_with_next_attempt(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    study = _one(database, {"crash_once": str(tmp_path / "crashed")})
+    Dispatcher(make_settings(tmp_path), database, runners=FAKES).drain(timeout_s=90)
+    (run,) = runs_of(database, study)
+    assert (run.status, run.attempt, run.error) == ("succeeded", 2, None)
+    assert (tmp_path / "crashed").exists()
+
+
+def test_crash_every_attempt_fails_with_the_reason(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    # max_attempts=1: the first infrastructure failure is final
+    study = _one(database, {"crash_once": str(tmp_path / "crashed-1")})
+    Dispatcher(make_settings(tmp_path, max_attempts=1), database, runners=FAKES).drain(timeout_s=60)
+    (run,) = runs_of(database, study)
+    assert run.status == "failed" and run.failure_kind == "infrastructure"
+    assert "Ray worker crashed or was killed" in str(run.error) and "after 1 attempt" in str(run.error)
+
+
+def test_benchmark_failure_is_not_retried(ray_local: str, database: Database, tmp_path: Path) -> None:
+    study = _one(database, {"fail": True})
+    Dispatcher(make_settings(tmp_path), database, runners=FAKES).drain(timeout_s=60)
+    (run,) = runs_of(database, study)
+    assert (run.status, run.attempt, run.failure_kind) == ("failed", 1, "benchmark")
+    assert run.error == "the benchmark failed by itself"
+
+
+def test_unplaceable_run_fails_fast_naming_the_missing_resource(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    ppu = ClusterDef(name="ppu-16", accelerator="ppu", nodes=2, devices_per_node=16, labels={"pool": "local"})
+    study = _one(database, {}, cluster=ppu)
+    t0 = time.monotonic()
+    Dispatcher(make_settings(tmp_path), database, runners=FAKES).drain(timeout_s=30)
+    assert time.monotonic() - t0 < 10
+    (run,) = runs_of(database, study)
+    assert run.status == "failed" and run.attempt == 1
+    assert run.error == (
+        "unplaceable: cluster 'ppu-16' needs 16 PPU on each of 2 node(s) with label pool=local; "
+        "the Ray cluster has no node with resource 'PPU'"
+    )
+
+
+def test_progress_is_visible_while_running(ray_local: str, database: Database, tmp_path: Path) -> None:
+    study = _one(database, {"steps": 6, "step_s": 0.6})
+    d = Dispatcher(make_settings(tmp_path), database, runners=FAKES)
+    d.start()
+    seen: set[int] = set()
+    try:
+
+        def progressed() -> bool:
+            (run,) = runs_of(database, study)
+            if run.status == "running" and run.current_step:
+                seen.add(run.current_step)
+                assert run.total_steps == 6 and run.latest_throughput
+            return run.status == "succeeded"
+
+        wait_for(progressed, 60, "the run to finish")
+    finally:
+        d.stop()
+    assert seen and min(seen) < 6  # a partial step count was visible before the end
+
+
+def test_cancel_stops_the_run_and_kills_its_child(ray_local: str, database: Database, tmp_path: Path) -> None:
+    study = _one(database, {"child": True})
+    d = Dispatcher(make_settings(tmp_path), database, runners=FAKES)
+    d.start()
+    try:
+        child_file = tmp_path / "logs" / f"run-{runs_of(database, study)[0].id}.child"
+        wait_for(child_file.exists, 60, "the runner's child")
+        child = psutil.Process(int(child_file.read_text()))
+        assert child.is_running()
+        with database.transaction() as s:
+            cancel_study(s, study)
+        child.wait(timeout=15)  # killed by the worker's reaper after ray.cancel(force=True)
+        wait_for(lambda: not d.executions, 10, "the execution to be dropped")
+    finally:
+        d.stop()
+    (run,) = runs_of(database, study)
+    assert run.status == "cancelled"
+    with database.read() as s:
+        assert s.query(RunMetric).filter_by(run_id=run.id).count() == 0
+
+
+def test_dispatcher_that_lost_its_lease_records_nothing(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    study = _one(database, {"steps": 3, "step_s": 1.0})
+    d = Dispatcher(make_settings(tmp_path), database, runners=FAKES)
+    d.connect()
+    wait_for(lambda: bool(d.step()) and bool(d.executions), 30, "a claim")
+    (run_id,) = list(d.executions)
+    with database.transaction() as s:  # another dispatcher took the run over after our lease expired
+        s.execute(update(Run).where(Run.id == run_id).values(lease_owner="someone-else"))
+    d._next_tick = 0  # the next step renews at once
+    wait_for(lambda: (d.step(), not d.executions)[1], 20, "the execution to stop")
+    (run,) = runs_of(database, study)
+    assert run.status == "running" and run.lease_owner == "someone-else"
+    with database.read() as s:
+        assert s.query(RunMetric).filter_by(run_id=run_id).count() == 0
