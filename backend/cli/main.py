@@ -6,6 +6,7 @@ from backend import __version__
 from backend.cli import db, releases, results, tokens
 from backend.cli.common import App, console
 from backend.cli.config_docs import config_docs
+from backend.cli.report import report
 from backend.cli.serve import serve
 
 app = App(help="Ablate: what each optimisation in a training-image release is worth.", no_args_is_help=True)
@@ -14,6 +15,7 @@ app.add_typer(tokens.app, name="token")
 app.add_typer(results.app, name="results")
 app.add_typer(releases.app, name="release")
 app.command()(serve)
+app.command("report")(report)
 app.command("config-docs")(config_docs)
 
 
