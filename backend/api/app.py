@@ -11,6 +11,7 @@ from backend import __version__
 from backend.api import problems
 from backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
 from backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
+from backend.api.routes import comparison as comparison_routes
 from backend.config import Settings, get_settings
 from backend.db.database import Database
 
@@ -42,6 +43,8 @@ def create_app(
 
     app.include_router(health.router)
     app.include_router(metrics.router)
+    # Before catalog: its GET /releases/{ref:path} would swallow /releases/{ref}/comparison and /report.
+    app.include_router(comparison_routes.router, prefix=API_PREFIX)
     for module in (catalog, studies, runs, results, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
     _document_results_body(app)
