@@ -57,3 +57,21 @@ def test_unknown_runner_lists_known() -> None:
 def test_metric_units_are_the_agreed_ones() -> None:
     assert METRIC_UNITS["mfu"] == "ratio"
     assert METRIC_UNITS["throughput_tokens_per_s_per_device"] == "tokens/s/device"
+
+
+def test_builtin_runners_satisfy_the_protocol() -> None:
+    from workers.runners import Runner, known_runners
+
+    assert known_runners() == ["command", "torch-llm"]
+    for name in known_runners():
+        runner = get_runner(name)
+        assert isinstance(runner, Runner) and runner.name == name
+
+
+def test_importing_the_interface_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, workers.runners as r; r.get_runner('torch-llm'); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
