@@ -97,9 +97,10 @@ class RequestMetrics:
 
 
 class MetricsMiddleware:
-    def __init__(self, app: ASGIApp, metrics: RequestMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: RequestMetrics, api_prefix: str = "/api/v1") -> None:
         self.app = app
         self.metrics = metrics
+        self.api_prefix = api_prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -117,8 +118,18 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, recording_send)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = self._template(scope)
             method = scope.get("method", "GET")
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+
+    def _template(self, scope: Scope) -> str:
+        route = scope.get("route")
+        template = getattr(route, "path", None)
+        if not template:
+            return "unmatched"
+        # Routes of included routers carry their own path; the include prefix is not part of it.
+        prefix = self.api_prefix
+        if prefix and not template.startswith(prefix) and scope.get("path", "").startswith(prefix + "/"):
+            template = prefix + template
+        return template

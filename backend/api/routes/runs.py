@@ -14,16 +14,19 @@ from backend.services.downsample import MIN_POINTS
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(auth.read)])
 
-NameQuery = Query(None, max_length=265)
+
+def _name(what: str) -> Any:
+    # A fresh Query per parameter: FastAPI binds the FieldInfo to one parameter name.
+    return Query(None, max_length=265, description=f"Only runs of this {what}.")
 
 
 @router.get("/runs", response_model=RunPage)
 def list_runs(
     request: Request,
-    release: str | None = NameQuery,
-    variant: str | None = NameQuery,
-    workload: str | None = NameQuery,
-    cluster: str | None = NameQuery,
+    release: str | None = _name("release (image:tag)"),
+    variant: str | None = _name("variant"),
+    workload: str | None = _name("workload"),
+    cluster: str | None = _name("cluster"),
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
     source: Literal["scheduled", "ci"] | None = None,
     study_id: int | None = Query(None, ge=1),

@@ -1,0 +1,75 @@
+"""Catalog routes over HTTP: releases, variants, workloads, clusters."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.api.helpers import (
+    CLUSTER,
+    REF,
+    RELEASE,
+    VARIANT,
+    WORKLOAD,
+    assert_problem,
+    create_release,
+    snapshot,
+)
+from tests.support.live_server import LiveServer
+
+
+def test_releases_create_list_filter_get_update(
+    live_server: LiveServer, admin: httpx.Client, client: httpx.Client
+) -> None:
+    created = create_release(admin)
+    assert created["ref"] == REF and created["manifest"] == RELEASE["manifest"]
+    create_release(
+        admin, image="training-xpu-pytorch", tag="26.01", platform="ppu", release_date="2026-01-20"
+    )
+    assert [r["ref"] for r in client.get("/releases").json()] == [REF, "training-xpu-pytorch:26.01"]
+    assert [r["ref"] for r in client.get("/releases", params={"platform": "ppu"}).json()] == [
+        "training-xpu-pytorch:26.01"
+    ]
+    assert [r["ref"] for r in client.get("/releases", params={"image": "training-nv-pytorch"}).json()] == [
+        REF
+    ]
+    assert client.get(f"/releases/{REF}").json()["id"] == created["id"]
+    notes = {"features": ["flashinfer 0.5.3"], "known_issues": ["NCCL_SOCKET_IFNAME must be set"]}
+    patched = admin.patch(f"/releases/{REF}", json={"notes": notes, "manifest": {"torch": "2.9.1"}})
+    assert patched.status_code == 200, patched.text
+    body = patched.json()
+    assert body["notes"]["features"] == ["flashinfer 0.5.3"] and body["manifest"] == {"torch": "2.9.1"}
+    assert body["platform"] == "gpu" and body["release_date"] == "2025-12-15"
+
+
+def test_release_refusals_change_nothing(live_server: LiveServer, admin: httpx.Client) -> None:
+    create_release(admin)
+    before = snapshot(live_server.database)
+    assert_problem(admin.post("/releases", json=RELEASE), 409, loc="release")
+    assert_problem(admin.post("/releases", json={**RELEASE, "platform": "tpu"}), 422, loc="platform")
+    assert_problem(admin.post("/releases", json={**RELEASE, "notse": {}}), 422, loc="notse")
+    assert_problem(admin.get("/releases/training-nv-pytorch:99.99"), 404, loc="ref")
+    assert_problem(admin.get("/releases/no-tag"), 422, loc="ref")
+    assert_problem(admin.patch(f"/releases/{REF}", json={"platform": "ppu"}), 422, loc="platform")
+    assert snapshot(live_server.database) == before
+
+
+def test_variants_workloads_clusters(
+    live_server: LiveServer, admin: httpx.Client, client: httpx.Client
+) -> None:
+    for plural, definition in (("variants", VARIANT), ("workloads", WORKLOAD), ("clusters", CLUSTER)):
+        r = admin.post(f"/{plural}", json=definition)
+        assert r.status_code == 201, r.text
+        got = client.get(f"/{plural}/{definition['name']}")
+        assert got.status_code == 200, got.text
+        assert got.json()["name"] == definition["name"]
+        assert [e["name"] for e in client.get(f"/{plural}").json()] == [definition["name"]]
+        before = snapshot(live_server.database)
+        assert_problem(admin.post(f"/{plural}", json=definition), 409, loc="name")
+        assert_problem(client.get(f"/{plural}/nope"), 404, loc="name")
+        assert_problem(admin.post(f"/{plural}", json={**definition, "colour": "red"}), 422, loc="colour")
+        assert_problem(admin.post(f"/{plural}", json={**definition, "name": "x" * 201}), 422, loc="name")
+        assert snapshot(live_server.database) == before
+    # factors are stored canonical and sorted
+    assert client.get(f"/variants/{VARIANT['name']}").json()["factors"] == ["ac2", "accl", "compiler_opt"]
+    assert client.get("/workloads/deepspeed/llama3-8b").json()["seq_len"] == 8192
+    assert_problem(admin.post("/clusters", json={**CLUSTER, "name": "c2", "nodes": 0}), 422, loc="nodes")

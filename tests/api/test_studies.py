@@ -1,0 +1,77 @@
+"""Study routes over HTTP: plan in, run matrix out, cancel."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.api.helpers import REF, assert_problem, create_release, snapshot
+from tests.support.live_server import LiveServer
+
+CPU = {"name": "cpu-box", "accelerator": "cpu", "devices_per_node": 0}
+LADDER = [
+    {"name": "Base", "factors": []},
+    {"name": "CompilerOpt", "factors": ["compiler_opt"], "position": 1},
+    {"name": "CompilerOpt+CkptOpt", "factors": ["compiler_opt", "ckpt_opt"], "position": 2},
+]
+WORKLOADS = [{"name": "tiny", "runner": "torch-llm", "measured_steps": 10}]
+
+
+def plan(**overrides: object) -> dict[str, object]:
+    return {
+        "release": REF,
+        "cluster": CPU,
+        "variants": LADDER,
+        "workloads": WORKLOADS,
+        "repeats": 2,
+        **overrides,
+    }
+
+
+def test_create_get_cancel(live_server: LiveServer, admin: httpx.Client, client: httpx.Client) -> None:
+    create_release(admin)
+    r = admin.post("/studies", json=plan(order_seed=5, name="nightly"))
+    assert r.status_code == 201, r.text
+    study = r.json()
+    assert study["status"] == "queued" and study["order_seed"] == 5 and study["name"] == "nightly"
+    assert study["variants"] == ["Base", "CompilerOpt", "CompilerOpt+CkptOpt"] and study["workloads"] == [
+        "tiny"
+    ]
+    runs = study["runs"]
+    assert len(runs) == 6 and study["counts"] == {"queued": 6}
+    assert [r["repeat"] for r in runs] == [0, 0, 0, 1, 1, 1]
+    assert all(r["progress"] is None and r["status"] == "queued" for r in runs)
+    assert [r["queue_order"] for r in runs] == sorted(r["queue_order"] for r in runs)
+    got = client.get(f"/studies/{study['id']}").json()
+    assert got["runs"] == runs
+    listed = client.get("/studies").json()
+    assert [s["id"] for s in listed] == [study["id"]] and listed[0]["release"] == REF
+    second = admin.post(
+        "/studies", json=plan(cluster="cpu-box", variants=["Base"], workloads=["tiny"], repeats=1)
+    )
+    assert second.status_code == 201, second.text
+    assert second.json()["runs"][0]["queue_order"] > max(r["queue_order"] for r in runs)
+    cancelled = admin.post(f"/studies/{study['id']}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "cancelled" and cancelled.json()["counts"] == {"cancelled": 6}
+    assert client.get("/runs", params={"study_id": study["id"], "status": "cancelled"}).json()["items"]
+
+
+def test_refusals(live_server: LiveServer, admin: httpx.Client, submit_token: str) -> None:
+    create_release(admin)
+    before = snapshot(live_server.database)
+    bad = plan(variants=[LADDER[0], {"name": "Base+ACCL", "factors": ["accl"]}])
+    body = assert_problem(admin.post("/studies", json=bad), 422, loc="variants[1].factors")
+    assert "Base+ACCL" in body["detail"] and "accl" in body["detail"]
+    assert_problem(admin.post("/studies", json=plan(release="training-nv-pytorch:1.0")), 404, loc="release")
+    assert_problem(admin.post("/studies", json=plan(repeats=0)), 422, loc="repeats")
+    assert_problem(
+        admin.post("/studies", json=plan(workloads=[{"name": "t", "runner": "nope"}])),
+        422,
+        loc="workloads[0].runner",
+    )
+    assert_problem(
+        admin.post("/studies", json=plan(), headers={"Authorization": f"Bearer {submit_token}"}), 403
+    )
+    assert_problem(admin.get("/studies/999"), 404)
+    assert_problem(admin.post("/studies/999/cancel"), 404)
+    assert snapshot(live_server.database) == before
