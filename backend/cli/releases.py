@@ -53,4 +53,4 @@ def import_(
     with database.transaction() as session:
         release, created = catalog.upsert_release(session, spec)
         ref = release.ref
-    console.print(f"{'created' if created else 'updated'} release {ref}", highlight=False)
+    console.print(f"{'created' if created else 'updated'} release {ref}", highlight=False, soft_wrap=True)

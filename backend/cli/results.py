@@ -110,9 +110,13 @@ def submit(
                 out = response.json()
                 state = "stored" if out.get("created") else "already stored"
                 ids = " ".join(str(i) for i in out.get("run_ids", []))
-                console.print(f"{path}: {state}: runs {ids}", highlight=False)
+                console.print(f"{path}: {state}: runs {ids}", highlight=False, soft_wrap=True)
             else:
                 failed += 1
-                console.print(f"[bold red]{path}: refused:[/] {describe_problem(response)}", highlight=False)
+                console.print(
+                    f"[bold red]{path}: refused:[/] {describe_problem(response)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     if failed:
         fail(f"{failed} of {len(files)} file(s) refused")

@@ -32,7 +32,9 @@ def create(
     with database.transaction() as session:
         token, secret = tokens.create_token(session, name, scope)
         token_id = token.id
-    console.print(f"token {token_id} {name!r} (scope {scope}); secret, shown only now:", highlight=False)
+    console.print(
+        f"token {token_id} {name!r} (scope {scope}); secret, shown only now:", highlight=False, soft_wrap=True
+    )
     # plain print: the secret must be copyable without rich's wrapping or markup
     print(secret)
 
@@ -63,4 +65,4 @@ def revoke(token: str = typer.Argument(..., help="Token id or name."), url: str 
     with database.transaction() as session:
         revoked = tokens.revoke_token(session, token)
         name = revoked.name
-    console.print(f"revoked token {name!r}", highlight=False)
+    console.print(f"revoked token {name!r}", highlight=False, soft_wrap=True)
