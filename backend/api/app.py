@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from backend import __version__
+from backend import __version__, web
 from backend.api import problems
 from backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
 from backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
@@ -47,6 +47,11 @@ def create_app(
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
     for module in (catalog, studies, runs, results, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
+    # The dashboard: pages after the API routes, its static files, and HTML 404s for non-API paths
+    # (installed after problems.install so API paths keep their problem+json answers).
+    app.include_router(web.router)
+    app.mount(web.STATIC_URL, web.static_app(), name="static")
+    web.install_error_pages(app)
     _document_results_body(app)
     return app
 

@@ -86,6 +86,9 @@ class Seeded:
     run_ids: dict[str, list[int]] = field(default_factory=dict)  # release ref -> run ids
     failed_run_id: int | None = None
     series_run_id: int | None = None
+    # Studies on a server without a dispatcher: their runs stay queued until cancelled.
+    queued_study_id: int | None = None
+    cancel_study_id: int | None = None
 
 
 def make_token(database: Database, name: str, scope: str) -> str:
@@ -218,4 +221,20 @@ def seed(api: str, database: Database) -> Seeded:
         response = client.post("/results", json={"results": [failed]}, headers=ci)
         assert response.status_code == 201, response.text
         data.failed_run_id = response.json()["run_ids"][0]
+        for name in ("nightly 25.12 check", "study to cancel"):
+            plan = {
+                "name": name,
+                "release": NEW,
+                "cluster": GPU_CLUSTER["name"],
+                "variants": ["Base", "AC2+ACCL+CompilerOpt+CkptOpt"],
+                "workloads": [w["name"] for w in WORKLOADS],
+                "repeats": 2,
+                "order_seed": 11,
+            }
+            response = client.post("/studies", json=plan, headers=admin)
+            assert response.status_code == 201, response.text
+            if data.queued_study_id is None:
+                data.queued_study_id = response.json()["id"]
+            else:
+                data.cancel_study_id = response.json()["id"]
     return data

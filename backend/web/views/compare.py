@@ -8,6 +8,7 @@ Two run sets (run ids or whole studies): cells are compared with the same statis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -17,7 +18,7 @@ from backend.services import comparison as comparison_service
 from backend.services.comparison import ReleaseComparison, RunSetComparison
 from backend.services.errors import ValidationProblem
 from backend.web.filters import Filters
-from backend.web.views.deltas import DeltaRow, delta_rows
+from backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
 from backend.web.views.home import families, filter_options
 from backend.web.views.manifest import ManifestRow, manifest_rows
 from backend.web.views.release import Chart, chart_of, options_from, slug
@@ -42,7 +43,9 @@ class ComparePage:
     contender_runs: str = ""
     baseline_label: str = ""
     contender_label: str = ""
-    deltas: list[DeltaRow] = field(default_factory=list)
+    deltas: list[DeltaRow] = field(default_factory=list)  # with a verdict or suspect
+    unchanged: list[DeltaRow] = field(default_factory=list)
+    column_labels: tuple[str, str] = ("", "")
     manifest: list[ManifestRow] = field(default_factory=list)
     charts: list[SideBySide] = field(default_factory=list)
     missing: tuple[str, ...] = ()
@@ -63,7 +66,19 @@ def _filtered(deltas: list[DeltaRow], filters: Filters) -> list[DeltaRow]:
     ]
 
 
-def _ablation_chart(comp: ReleaseComparison, cluster: str, filters: Filters, side: str) -> Chart | None:
+def _top(fig: Any) -> float:
+    """Highest bar plus its error bar: both sides of a comparison get the same y axis."""
+    top = 0.0
+    for trace in fig.data:
+        plus = list(trace.error_y.array or ()) if trace.error_y is not None else []
+        for i, y in enumerate(trace.y or ()):
+            if y is not None:
+                err = plus[i] if i < len(plus) and plus[i] is not None else 0.0
+                top = max(top, float(y) + float(err))
+    return top
+
+
+def _ablation_figure(comp: ReleaseComparison, cluster: str, filters: Filters) -> Any | None:
     if not comp.primary_metric:
         return None
     ladders = comp.ladder_map(cluster, comp.primary_metric)
@@ -72,8 +87,23 @@ def _ablation_chart(comp: ReleaseComparison, cluster: str, filters: Filters, sid
     if not ladders:
         return None
     colors = charts.variant_colors(v.name for v in comp.variants)
-    fig = charts.ablation_bars(ladders, release=comp.release.ref, cluster=cluster, colors=colors)
-    return chart_of(fig, slug("compare", side, cluster), "ablation")
+    return charts.ablation_bars(ladders, release=comp.release.ref, cluster=cluster, colors=colors)
+
+
+def _side_by_side(
+    baseline: ReleaseComparison, contender: ReleaseComparison, cluster: str, filters: Filters
+) -> SideBySide:
+    figs = [_ablation_figure(baseline, cluster, filters), _ablation_figure(contender, cluster, filters)]
+    top = max((_top(f) for f in figs if f is not None), default=0.0)
+    out: list[Chart | None] = []
+    for side, fig in zip(("a", "b"), figs, strict=True):
+        if fig is None:
+            out.append(None)
+            continue
+        if top > 0:  # room above the tallest bar for its "1.23x" label
+            fig.update_yaxes(range=[0, top * 1.12])
+        out.append(chart_of(fig, slug("compare", side, cluster), "ablation"))
+    return SideBySide(cluster, out[0], out[1])
 
 
 def _releases(session: Session, page: ComparePage, settings: Settings) -> None:
@@ -87,7 +117,8 @@ def _releases(session: Session, page: ComparePage, settings: Settings) -> None:
     baseline = comparison_service.build_release_comparison(session, page.a, options=opts)
     page.mode = "releases"
     page.baseline_label, page.contender_label = page.a, page.b
-    page.deltas = _filtered(delta_rows(contender.deltas), page.filters)
+    page.column_labels = short_labels(page.a, page.b)
+    page.deltas, page.unchanged = split_deltas(_filtered(delta_rows(contender.deltas), page.filters))
     page.manifest = manifest_rows(contender.manifest_diff)
     page.missing = contender.missing
     page.threshold_pct, page.alpha = contender.method.threshold_pct, contender.method.alpha
@@ -97,13 +128,7 @@ def _releases(session: Session, page: ComparePage, settings: Settings) -> None:
     for cluster in clusters:
         if page.filters.cluster and cluster != page.filters.cluster:
             continue
-        page.charts.append(
-            SideBySide(
-                cluster,
-                _ablation_chart(baseline, cluster, page.filters, "a"),
-                _ablation_chart(contender, cluster, page.filters, "b"),
-            )
-        )
+        page.charts.append(_side_by_side(baseline, contender, cluster, page.filters))
 
 
 def _run_ids(session: Session, ids: str, study: str, loc: str) -> tuple[list[int], str]:
@@ -128,7 +153,8 @@ def _runs(session: Session, page: ComparePage, settings: Settings, studies: tupl
     )
     page.mode = "runs"
     page.baseline_label, page.contender_label = base_label, cont_label
-    page.deltas = _filtered(delta_rows(result.deltas), page.filters)
+    page.column_labels = ("baseline", "contender")
+    page.deltas, page.unchanged = split_deltas(_filtered(delta_rows(result.deltas), page.filters))
     page.manifest = manifest_rows(result.manifest_diff) if result.manifest_diff else []
     page.missing = result.missing
     page.threshold_pct, page.alpha = result.method.threshold_pct, result.method.alpha

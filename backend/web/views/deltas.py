@@ -30,6 +30,7 @@ class DeltaRow:
     significant: bool | None
     # Past the threshold but not confirmed by the test: shown as "suspect", never as green.
     suspect: bool
+    indicated: str | None  # the direction the medians point to, confirmed or not
     reasons: str
     lookback: str | None
 
@@ -59,6 +60,7 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
         verdict=r.verdict if r else None,
         significant=r.significant if r else None,
         suspect=bool(r and r.verdict == "unchanged" and r.indicated in ("improved", "regressed")),
+        indicated=r.indicated if r else None,
         reasons="; ".join(r.reasons) if r else "",
         lookback=look,
     )
@@ -78,3 +80,18 @@ def delta_rows(deltas: Iterable[ReleaseDelta]) -> list[DeltaRow]:
             r.metric,
         ),
     )
+
+
+def split_deltas(rows: list[DeltaRow]) -> tuple[list[DeltaRow], list[DeltaRow]]:
+    """(rows with a verdict or a suspicion, plain "unchanged" or uncompared rows): the second are folded."""
+    shown = [r for r in rows if r.suspect or r.verdict in ("regressed", "improved")]
+    return shown, [r for r in rows if r not in shown]
+
+
+def short_labels(old: str, new: str) -> tuple[str, str]:
+    """Column titles: just the tags when both releases are of the same image (``25.09``, ``25.12``)."""
+    old_image, _, old_tag = old.rpartition(":")
+    new_image, _, new_tag = new.rpartition(":")
+    if old_image and old_image == new_image:
+        return old_tag, new_tag
+    return old, new

@@ -18,7 +18,7 @@ from backend.config import Settings
 from backend.services import comparison as comparison_service
 from backend.services.comparison import ComparisonOptions, ReleaseComparison
 from backend.web.filters import Filters
-from backend.web.views.deltas import DeltaRow, delta_rows
+from backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
 from backend.web.views.manifest import ManifestRow, manifest_rows
 
 REPORT_FORMATS = (("html", "HTML report"), ("md", "Markdown"), ("csv", "CSV"), ("json", "JSON"))
@@ -77,6 +77,7 @@ class ClusterSection:
     device_model: str | None
     charts: list[Chart] = field(default_factory=list)
     tables: list[LadderTable] = field(default_factory=list)
+    memory_tables: list[LadderTable] = field(default_factory=list)
 
 
 @dataclass
@@ -85,7 +86,9 @@ class ReleasePage:
     filters: Filters
     options: dict[str, list[str]]
     sections: list[ClusterSection]
-    deltas: list[DeltaRow]
+    deltas: list[DeltaRow]  # with a verdict or suspect
+    unchanged: list[DeltaRow]  # folded away on the page
+    delta_labels: tuple[str, str]
     manifest: list[ManifestRow]
     downloads: list[tuple[str, str, str]]  # (format, label, url)
     has_data: bool
@@ -187,7 +190,7 @@ def _section(
             fig = charts.memory_bars(memory, release=ref, cluster=cluster.name, colors=colors)
             section.charts.append(chart_of(fig, slug("memory", cluster.name), "memory"))
             for workload, ladder in memory.items():
-                section.tables.append(ladder_table(cluster.name, workload, ladder))
+                section.memory_tables.append(ladder_table(cluster.name, workload, ladder))
     return section
 
 
@@ -199,18 +202,22 @@ def release_page(session: Session, ref: str, filters: Filters, settings: Setting
     workloads = [filters.workload] if filters.workload else None
     colors = charts.variant_colors(v.name for v in comp.variants)
     sections = [_section(comp, c, workloads, colors) for c in clusters]
-    deltas = delta_rows(
-        d
-        for d in comp.deltas
-        if (not filters.cluster or d.cluster == filters.cluster)
-        and (not filters.workload or d.workload == filters.workload)
+    shown, unchanged = split_deltas(
+        delta_rows(
+            d
+            for d in comp.deltas
+            if (not filters.cluster or d.cluster == filters.cluster)
+            and (not filters.workload or d.workload == filters.workload)
+        )
     )
     return ReleasePage(
         comparison=comp,
         filters=filters,
         options={"clusters": cluster_names, "workloads": workload_names},
         sections=sections,
-        deltas=deltas,
+        deltas=shown,
+        unchanged=unchanged,
+        delta_labels=short_labels(comp.baseline.ref, comp.release.ref) if comp.baseline else ("", ""),
         manifest=manifest_rows(comp.manifest_diff, comp.release.manifest),
         downloads=[(fmt, label, report_url(comp.release.ref, fmt)) for fmt, label in REPORT_FORMATS],
         has_data=any(c.succeeded for c in comp.cells),
