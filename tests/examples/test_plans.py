@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sqlalchemy import func, select
 
 from backend.cli.releases import load_release_file
 from backend.db.database import Database
 from backend.db.models import Cluster, Run, Variant
+from backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
 from backend.schemas.studies import StudyPlan
 from backend.services import catalog, studies
-from tests.examples.helpers import DEMO_RELEASE, PLANS, REAL_RELEASES, load_yaml
+from tests.examples.helpers import DEMO_RELEASE, PLANS, REAL_RELEASES, ROOT, load_yaml
 from workers.envrules import plan_environment
 from workers.parsers import get_parser
 
@@ -162,3 +165,19 @@ def test_runs_get_the_release_environment_rules(database: Database) -> None:
 
     gpu = _env(database, "training-nv-pytorch:25.12", "gpu-1x8", "Base")
     assert gpu == {"NCCL_SOCKET_IFNAME": "eth0"}  # 8 cards per pod; no NVTE rule off PPU
+
+
+def test_snippets_in_docs_plans_md_are_valid() -> None:
+    text = (ROOT / "docs" / "plans.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    checked = 0
+    for block in blocks:
+        if isinstance(block, dict) and "cluster" in block:
+            ClusterDef.model_validate(block["cluster"])
+            checked += 1
+        elif isinstance(block, list):
+            for item in block:
+                model = VariantDef if "factors" in item else WorkloadDef
+                model.model_validate(item)
+                checked += 1
+    assert checked == 4
