@@ -9,10 +9,17 @@ from backend.services.comparison import ReleaseComparison, RunSetComparison
 
 
 def render_json(
-    comparison: ReleaseComparison | RunSetComparison, *, generated_at: datetime | None = None
+    comparison: ReleaseComparison | RunSetComparison,
+    *,
+    generated_at: datetime | None = None,
+    indent: int | None = 2,
 ) -> str:
+    """Indented for the exported report (diffs line by line); ``indent=None`` is compact, and several
+    times faster because only then does the stdlib use its C encoder (what the API answers with)."""
     body = comparison.to_json_dict()
     if generated_at is not None:
         body = {"generated_at": generated_at.isoformat(), **body}
     # Fixed indentation and field order (dataclass order) make equal data equal bytes.
-    return json.dumps(body, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if indent is None:
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(body, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"

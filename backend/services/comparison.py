@@ -332,10 +332,29 @@ def suspects_of(diff: ManifestDiff | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+_SCALARS = (str, int, bool, type(None))
+
+
+@lru_cache(maxsize=256)
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+
+
 def to_jsonable(obj: Any) -> Any:
-    """Dataclasses (ours and the analysis ones) as plain JSON values, in field order."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    """Dataclasses (ours and the analysis ones) as plain JSON values, in field order.
+
+    Dispatches on the exact type first: a large release serialises tens of thousands of values.
+    """
+    kind = type(obj)
+    if kind is float:
+        return obj if math.isfinite(obj) else None
+    if kind in _SCALARS:
+        return obj
+    if kind is tuple or kind is list:
+        return [to_jsonable(v) for v in obj]
+    names = _field_names(kind)
+    if names is not None:
+        return {n: to_jsonable(getattr(obj, n)) for n in names}
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -344,7 +363,7 @@ def to_jsonable(obj: Any) -> Any:
         return obj if math.isfinite(obj) else None
     if isinstance(obj, date):
         return obj.isoformat()
-    if obj is None or isinstance(obj, str | int | bool):
+    if isinstance(obj, _SCALARS):
         return obj
     return str(obj)
 
@@ -554,15 +573,18 @@ def _pick_metrics(present: Iterable[str], wanted: tuple[str, ...] | None) -> tup
     return tuple(chosen) if chosen else tuple(names)
 
 
-def _values_by_cell(rows: _Rows, cat: _Catalog, release_id: int) -> dict[Cell, dict[str, list[float]]]:
-    """(cluster, workload, variant) -> metric -> values of the succeeded runs of one release."""
-    out: dict[Cell, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+def _values_by_release(rows: _Rows, cat: _Catalog) -> dict[int, dict[Cell, dict[str, list[float]]]]:
+    """release id -> (cluster, workload, variant) -> metric -> values of the succeeded runs, in one pass."""
+    out: dict[int, dict[Cell, dict[str, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
     for rid, (rel, cl, wl, var, _rep, status, _kind) in rows.runs.items():
-        if rel != release_id or status != RunStatus.succeeded:
+        if status != RunStatus.succeeded:
             continue
         cell = (cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)
+        by_metric = out[rel][cell]
         for name, (value, _unit) in rows.metrics.get(rid, {}).items():
-            out[cell][name].append(value)
+            by_metric[name].append(value)
     return out
 
 
@@ -638,7 +660,8 @@ def _assemble(
 ) -> ReleaseComparison:
     missing: list[str] = []
     current_runs = {rid: r for rid, r in rows.runs.items() if r[0] == release.id}
-    values = _values_by_cell(rows, cat, release.id)
+    by_release = _values_by_release(rows, cat)
+    values = by_release.get(release.id, {})
     units = _units(rows)
     present = {m for cell in values.values() for m in cell}
     metrics = _pick_metrics(present, opts.metrics)
@@ -681,7 +704,7 @@ def _assemble(
                 missing.append(f"{cell[2]} on {cell[1]} ({cell[0]}): metric {m} not reported")
 
     ladders = _ladders(values, grid, variant_names, base, metrics, units, opts)
-    deltas = _deltas(rows, cat, release, baseline, history, values, grid, metrics, units, opts, missing)
+    deltas = _deltas(by_release, cat, release, baseline, history, metrics, units, opts, missing)
     diff = None
     if baseline is not None:
         diff = diff_manifests(_str_map(baseline.manifest), _str_map(release.manifest))
@@ -831,20 +854,19 @@ def _ladders(
 
 
 def _deltas(
-    rows: _Rows,
+    by_release: Mapping[int, Mapping[Cell, Mapping[str, list[float]]]],
     cat: _Catalog,
     release: Release,
     baseline: Release | None,
     history: Sequence[Release],
-    values: Mapping[Cell, Mapping[str, list[float]]],
-    grid: Mapping[str, list[str]],
     metrics: Sequence[str],
     units: Mapping[str, str],
     opts: ComparisonOptions,
     missing: list[str],
 ) -> tuple[ReleaseDelta, ...]:
-    base_values = _values_by_cell(rows, cat, baseline.id) if baseline else {}
-    hist_values = [(r.ref, _values_by_cell(rows, cat, r.id)) for r in history]
+    values = by_release.get(release.id, {})
+    base_values = by_release.get(baseline.id, {}) if baseline else {}
+    hist_values = [(r.ref, by_release.get(r.id, {})) for r in history]
     key = (opts.threshold_pct, opts.alpha, opts.confidence, opts.n_resamples, opts.seed)
     rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
     cells = sorted(set(values) | set(base_values), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2]))))

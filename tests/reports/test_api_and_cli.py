@@ -39,7 +39,7 @@ def test_comparison_endpoint_matches_the_service(server: LiveServer) -> None:
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     with server.database.read() as s:
         expected = render_json(
-            svc.build_release_comparison(s, REF, options=svc.ComparisonOptions(n_resamples=499))
+            svc.build_release_comparison(s, REF, options=svc.ComparisonOptions(n_resamples=499)), indent=None
         )
     assert r.text == expected
     body = r.json()

@@ -1,0 +1,166 @@
+"""How long the release comparison and the HTML report take at production size.
+
+    python benchmarks/report.py [--workloads 20] [--variants 5] [--repeats 5] [--history 10] [--reps 5]
+
+Seeds a fresh PostgreSQL database (dropped afterwards) through the real ingest path: one release
+with variants x workloads x repeats succeeded runs, plus ``--history`` earlier releases of the same
+image with the same grid. Then times, for the newest release:
+
+* cold comparison: ``build_release_comparison`` + JSON text, with the analysis memo cleared
+  (every bootstrap and test computed again): what the first request after new data costs;
+* warm comparison: the same again (database queries and assembly; analysis memoised);
+* HTML report: rendering the self-contained HTML from a built comparison (every chart);
+* queries: SQL statements one comparison issues.
+
+Aims (docs in benchmarks/README.md): comparison under 200 ms, HTML under 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+
+import psycopg
+from sqlalchemy import event
+
+from backend.db import migrate
+from backend.db.database import Database
+from backend.reports import html, render
+from backend.reports.json import render_json
+from backend.schemas.results import ResultsBatch
+from backend.services import comparison as svc
+from backend.services.ingest import submit_results
+
+ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
+IMAGE = "training-nv-pytorch"
+LADDER = ("Base", "Base+ACCL", "AC2+ACCL", "AC2+ACCL+CompilerOpt", "AC2+ACCL+CompilerOpt+CkptOpt")
+GAIN = (1.0, 1.06, 1.09, 1.31, 1.28)
+NOISE = (0.99, 1.0, 1.01, 0.995, 1.005, 0.998, 1.003)
+
+
+def _results(tag: str, k: int, variants: int, workloads: int, repeats: int) -> list[dict]:
+    names = [LADDER[i] if i < len(LADDER) else f"Variant{i}" for i in range(variants)]
+    out = []
+    for w in range(workloads):
+        for v, name in enumerate(names):
+            for r in range(repeats):
+                drift = 1.0 + 0.002 * ((k * 7 + w + v) % 5)  # small release-to-release spread
+                tput = 10_000.0 * (1 + w / 10) * GAIN[v % len(GAIN)] * drift * NOISE[(r + w + v) % len(NOISE)]
+                out.append(
+                    {
+                        "release": {
+                            "image": IMAGE,
+                            "tag": tag,
+                            "platform": "gpu",
+                            "manifest": {"vllm": f"0.{k}.0"},
+                        },
+                        "cluster": {
+                            "name": "h200-2x8",
+                            "accelerator": "gpu",
+                            "nodes": 2,
+                            "devices_per_node": 8,
+                        },
+                        "workload": {"name": f"workload-{w:02d}"},
+                        "variant": {"name": name, "position": v + 1},
+                        "repeat": r,
+                        "metrics": {
+                            "throughput_tokens_per_s": tput,
+                            "peak_memory_gib": 60.0 - 3 * v + 0.1 * r,
+                            "step_time_s": {"value": 524_288 / tput, "unit": "s"},
+                            "mfu": 0.3 * tput / 20_000,
+                        },
+                        "environment": {"NCCL_SOCKET_IFNAME": "eth0"},
+                        "provenance": {"host": f"node-{r % 2}"},
+                    }
+                )
+    return out
+
+
+def _seed(db: Database, args: argparse.Namespace) -> str:
+    tags = [f"25.{m}" for m in range(1, args.history + 2)]
+    for k, tag in enumerate(tags):
+        rows = _results(tag, k, args.variants, args.workloads, args.repeats)
+        for i in range(0, len(rows), 1000):
+            with db.transaction() as session:
+                batch = ResultsBatch.model_validate({"results": rows[i : i + 1000]})
+                submit_results(session, batch, token_scope="admin", idempotency_key=None)
+    return f"{IMAGE}:{tags[-1]}"
+
+
+def _time(fn, reps: int) -> tuple[float, float]:
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workloads", type=int, default=20)
+    parser.add_argument("--variants", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--history", type=int, default=10)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+
+    name = f"ablate_bench_report_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    db = Database.from_url(f"postgresql+psycopg://postgres@127.0.0.1/{name}")
+    try:
+        migrate.upgrade(db.engine)
+        t = time.perf_counter()
+        ref = _seed(db, args)
+        runs = (args.history + 1) * args.variants * args.workloads * args.repeats
+        print(f"seeded {runs} runs in {args.history + 1} releases in {time.perf_counter() - t:.1f} s")
+
+        def build() -> svc.ReleaseComparison:
+            with db.read() as session:
+                return svc.build_release_comparison(session, ref)
+
+        def cold() -> None:
+            svc.clear_cache()
+            render_json(build())
+
+        statements: list[str] = []
+
+        def count(*a: object) -> None:
+            statements.append(str(a[2]))
+
+        event.listen(db.engine, "before_cursor_execute", count)
+        comparison = build()
+        event.remove(db.engine, "before_cursor_execute", count)
+        queries = len(statements)
+        render(comparison, "html")  # warm plotly's validators once, as a running server has
+
+        def html_cold() -> None:
+            html.clear_cache()
+            render(comparison, "html")
+
+        results = {
+            "comparison JSON, cold (analysis recomputed)": _time(cold, args.reps),
+            "comparison JSON, warm (analysis memoised)": _time(
+                lambda: render_json(build(), indent=None), args.reps
+            ),
+            "HTML report, cold (every figure built)": _time(html_cold, args.reps),
+            "HTML report, warm (figures memoised)": _time(lambda: render(comparison, "html"), args.reps),
+        }
+        size = len(render(comparison, "html").encode())
+        print(f"release {ref}: {len(comparison.ladders)} ladders, {len(comparison.deltas)} release deltas")
+        print(f"queries per comparison: {queries}; HTML size {size / 1e6:.1f} MB")
+        for label, (med, low) in results.items():
+            print(f"{label:<46} median {med * 1000:7.0f} ms   min {low * 1000:7.0f} ms")
+    finally:
+        db.dispose()
+        with psycopg.connect(ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
