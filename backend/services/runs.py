@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from backend.analysis.metrics import get_metric
@@ -57,6 +58,10 @@ def decode_cursor(cursor: str) -> int:
 _COLUMNS = (
     Run.id,
     Run.study_id,
+    Run.release_id,
+    Run.variant_id,
+    Run.workload_id,
+    Run.cluster_id,
     Run.repeat,
     Run.status,
     Run.source,
@@ -67,16 +72,62 @@ _COLUMNS = (
     Run.current_step,
     Run.total_steps,
     Run.latest_throughput,
-    Release.image,
-    Release.tag,
-    Variant.name.label("variant"),
-    Workload.name.label("workload"),
-    Cluster.name.label("cluster"),
 )
 
 
-def _id_of(session: Session, model: Any, name: str) -> int | None:
-    return session.scalar(select(model.id).where(model.name == name))
+class _Names:
+    """id <-> name of catalog entries, per engine. Safe to cache: names are never changed or reused
+    (there is no rename, and ids are not recycled), so only misses go to the database. This keeps the
+    list query on the runs table alone: no joins to plan, nothing but the primary-key index to walk."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, dict[int, str]] = {k: {} for k in _KINDS}
+        self.by_name: dict[str, dict[str, int]] = {k: {} for k in _KINDS}
+
+
+_KINDS: dict[str, Any] = {"release": Release, "variant": Variant, "workload": Workload, "cluster": Cluster}
+_CACHES: weakref.WeakKeyDictionary[Engine, _Names] = weakref.WeakKeyDictionary()
+
+
+def _cache(session: Session) -> _Names:
+    engine = session.get_bind().engine
+    names = _CACHES.get(engine)
+    if names is None:
+        names = _CACHES.setdefault(engine, _Names())
+    return names
+
+
+def _label_columns(kind: str) -> tuple[Any, ...]:
+    model = _KINDS[kind]
+    return (model.id, model.image, model.tag) if kind == "release" else (model.id, model.name)
+
+
+def _labels(session: Session, kind: str, ids: set[int]) -> dict[int, str]:
+    known = _cache(session).by_id[kind]
+    missing = ids - known.keys()
+    if missing:
+        model = _KINDS[kind]
+        for row in session.execute(select(*_label_columns(kind)).where(model.id.in_(missing))):
+            label = f"{row[1]}:{row[2]}" if kind == "release" else row[1]
+            known[row[0]] = label
+            _cache(session).by_name[kind][label] = row[0]
+    return known
+
+
+def _id_for(session: Session, kind: str, name: str) -> int | None:
+    cache = _cache(session)
+    entry_id = cache.by_name[kind].get(name)
+    if entry_id is None:
+        if kind == "release":
+            release = catalog.find_release(session, name, "release")
+            entry_id = release.id if release else None
+        else:
+            model = _KINDS[kind]
+            entry_id = session.scalar(select(model.id).where(model.name == name))
+        if entry_id is not None:  # misses are not cached: the entry may be created any moment
+            cache.by_name[kind][name] = entry_id
+            cache.by_id[kind][entry_id] = name
+    return entry_id
 
 
 def list_runs(
@@ -84,25 +135,15 @@ def list_runs(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of runs, newest first, and the cursor of the next page (None at the end)."""
     limit = max(1, min(limit, MAX_PAGE))
-    query = (
-        select(*_COLUMNS)
-        .join(Release, Run.release_id == Release.id)
-        .join(Variant, Run.variant_id == Variant.id)
-        .join(Workload, Run.workload_id == Workload.id)
-        .join(Cluster, Run.cluster_id == Cluster.id)
-    )
-    if filters.release:
-        release = catalog.find_release(session, filters.release, "release")
-        if release is None:
-            return [], None
-        query = query.where(Run.release_id == release.id)
-    for model, name, column in (
-        (Variant, filters.variant, Run.variant_id),
-        (Workload, filters.workload, Run.workload_id),
-        (Cluster, filters.cluster, Run.cluster_id),
+    query = select(*_COLUMNS)
+    for kind, name, column in (
+        ("release", filters.release, Run.release_id),
+        ("variant", filters.variant, Run.variant_id),
+        ("workload", filters.workload, Run.workload_id),
+        ("cluster", filters.cluster, Run.cluster_id),
     ):
         if name:
-            entry_id = _id_of(session, model, name)
+            entry_id = _id_for(session, kind, name)
             if entry_id is None:
                 return [], None
             query = query.where(column == entry_id)
@@ -117,37 +158,60 @@ def list_runs(
     rows = session.execute(query.order_by(Run.id.desc()).limit(limit + 1)).all()
     more = len(rows) > limit
     rows = rows[:limit]
+    if not rows:
+        return [], None
     metrics: dict[int, dict[str, float]] = {}
-    if rows:
-        ids = [r.id for r in rows]
-        for run_id, name, value in session.execute(
-            select(RunMetric.run_id, RunMetric.name, RunMetric.value).where(RunMetric.run_id.in_(ids))
-        ):
-            metrics.setdefault(run_id, {})[name] = value
+    for run_id, name, value in session.execute(
+        select(RunMetric.run_id, RunMetric.name, RunMetric.value).where(
+            RunMetric.run_id.in_([r[0] for r in rows])
+        )
+    ):
+        metrics.setdefault(run_id, {})[name] = value
+    releases = _labels(session, "release", {r[2] for r in rows})
+    variants = _labels(session, "variant", {r[3] for r in rows})
+    workloads = _labels(session, "workload", {r[4] for r in rows})
+    clusters = _labels(session, "cluster", {r[5] for r in rows})
     items = [
         {
-            "id": r.id,
-            "study_id": r.study_id,
-            "release": f"{r.image}:{r.tag}",
-            "variant": r.variant,
-            "workload": r.workload,
-            "cluster": r.cluster,
-            "repeat": r.repeat,
-            "status": r.status,
-            "source": r.source,
-            "attempt": r.attempt,
-            "created_at": r.created_at,
-            "started_at": r.started_at,
-            "finished_at": r.finished_at,
-            "current_step": r.current_step,
-            "total_steps": r.total_steps,
-            "progress": progress(r.current_step, r.total_steps, r.status),
-            "latest_throughput": r.latest_throughput,
-            "metrics": metrics.get(r.id, {}),
+            "id": run_id,
+            "study_id": study_id,
+            "release": releases[release_id],
+            "variant": variants[variant_id],
+            "workload": workloads[workload_id],
+            "cluster": clusters[cluster_id],
+            "repeat": repeat,
+            "status": status,
+            "source": source,
+            "attempt": attempt,
+            "created_at": created_at,
+            "started_at": started_at,
+            "finished_at": finished_at,
+            "current_step": current_step,
+            "total_steps": total_steps,
+            "progress": progress(current_step, total_steps, status),
+            "latest_throughput": latest_throughput,
+            "metrics": metrics.get(run_id, {}),
         }
-        for r in rows
+        for (
+            run_id,
+            study_id,
+            release_id,
+            variant_id,
+            workload_id,
+            cluster_id,
+            repeat,
+            status,
+            source,
+            attempt,
+            created_at,
+            started_at,
+            finished_at,
+            current_step,
+            total_steps,
+            latest_throughput,
+        ) in rows
     ]
-    return items, (encode_cursor(rows[-1].id) if more else None)
+    return items, (encode_cursor(rows[-1][0]) if more else None)
 
 
 def get_run(session: Session, run_id: int) -> Run:

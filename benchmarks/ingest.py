@@ -1,0 +1,249 @@
+"""Result ingest over real HTTP against a bare psycopg ``COPY`` of the same rows, in the same run.
+
+    python benchmarks/ingest.py [--results 200] [--points 5000] [--batch 10] [--clients 4] [--reps 3]
+
+Creates a fresh PostgreSQL database per repetition (dropped afterwards), starts ``ablate serve`` on
+it in a subprocess, and submits ``--results`` results, each with a ``--points``-point step series
+and three summary metrics, as ``POST /api/v1/results`` batches of ``--batch`` results from
+``--clients`` concurrent clients. Request bodies are encoded before the clock starts (CI sends
+files it already has). The baseline writes the same rows (runs, run_metrics, run_series with the
+packed blobs) with psycopg ``COPY`` from the same decoded values, packing included. Prints the
+median points/s of both and their ratio (the aim: the service at least a third of ``COPY``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psycopg
+
+from backend.db import migrate
+from backend.db.database import Database
+from backend.db.series_codec import pack
+from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from backend.services import catalog, tokens
+
+ADMIN = os.environ.get("ABLATE_BENCH_PG", "host=127.0.0.1 user=postgres dbname=postgres")
+ABLATE = str(Path(sys.executable).with_name("ablate"))
+RELEASE = "training-nv-pytorch:25.12"
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A new, migrated PostgreSQL database; dropped on exit."""
+    name = f"ablate_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql+psycopg://postgres@127.0.0.1/{name}"
+    try:
+        db = Database.from_url(url)
+        migrate.upgrade(db.engine)
+        db.dispose()
+        yield url
+    finally:
+        with psycopg.connect(ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def conninfo(url: str) -> str:
+    return f"host=127.0.0.1 user=postgres dbname={url.rsplit('/', 1)[1]}"
+
+
+@contextmanager
+def server(url: str) -> Iterator[str]:
+    """``ablate serve`` in its own process, so client and server do not share one GIL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "ABLATE_DATABASE_URL": url, "ABLATE_PORT": str(port), "ABLATE_LOG_LEVEL": "warning"}
+    proc = subprocess.Popen([ABLATE, "serve", "--no-dispatcher"], env=env, stdout=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def seed_catalog(url: str) -> str:
+    """Release and catalog entries (not timed), and an admin token; returns the token's secret."""
+    db = Database.from_url(url)
+    with db.transaction() as s:
+        catalog.create_release(s, ReleaseCreate(image="training-nv-pytorch", tag="25.12", platform="gpu"))
+        from backend.db.models import Cluster, Variant, Workload
+
+        catalog.create_named(
+            s, Cluster, ClusterDef(name="h200-2x8", accelerator="gpu", nodes=2, devices_per_node=8)
+        )
+        catalog.create_named(s, Workload, WorkloadDef(name="deepspeed/llama3-8b"))
+        catalog.create_named(s, Variant, VariantDef(name="Base"))
+        _, secret = tokens.create_token(s, "bench", "submit")
+    db.dispose()
+    return secret
+
+
+def make_results(n: int, points: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(0)
+    steps = list(range(1, points + 1))
+    out = []
+    for i in range(n):
+        values = (5.0 + 0.05 * rng.standard_normal(points)).round(6).tolist()
+        out.append(
+            {
+                "release": RELEASE,
+                "cluster": "h200-2x8",
+                "workload": "deepspeed/llama3-8b",
+                "variant": "Base",
+                "repeat": i,
+                "metrics": {
+                    "throughput_tokens_per_s": 412345.0 + i,
+                    "step_time_s": 5.08,
+                    "peak_memory_gib": 61.2,
+                },
+                "series": {"step_time_s": {"steps": steps, "values": values}},
+                "provenance": {"host": f"node-{i % 16}"},
+                "started_at": "2026-12-01T10:00:00Z",
+                "finished_at": "2026-12-01T10:20:00Z",
+            }
+        )
+    return out
+
+
+def run_service(url: str, results: list[dict[str, Any]], batch: int, clients: int) -> float:
+    secret = seed_catalog(url)
+    bodies = [json.dumps({"results": results[i : i + batch]}).encode() for i in range(0, len(results), batch)]
+    with server(url) as base:
+        headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+        pool_clients = [httpx.Client(base_url=base, headers=headers, timeout=300) for _ in range(clients)]
+
+        def send(i: int) -> None:
+            c = pool_clients[i % clients]
+            r = c.post("/api/v1/results", content=bodies[i], headers={"Idempotency-Key": f"bench-{i}"})
+            if r.status_code != 201:
+                raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(send, range(len(bodies))))
+        elapsed = time.perf_counter() - start
+        for c in pool_clients:
+            c.close()
+    return elapsed
+
+
+def run_copy(url: str, results: list[dict[str, Any]]) -> float:
+    """The same rows with COPY: runs, their metrics, their packed series (from the decoded values)."""
+    seed_catalog(url)
+    with psycopg.connect(conninfo(url)) as conn:
+        ids = {
+            t: conn.execute(f"SELECT id FROM {t} LIMIT 1").fetchone()[0]  # type: ignore[index]
+            for t in ("releases", "clusters", "workloads", "variants")
+        }
+        conn.commit()
+        start = time.perf_counter()
+        now = datetime.now(UTC)
+        first = conn.execute("SELECT nextval('runs_id_seq')").fetchone()[0]  # type: ignore[index]
+        run_ids = list(range(first, first + len(results)))
+        conn.execute("SELECT setval('runs_id_seq', %s)", (first + len(results),))
+        cols = (
+            "id, release_id, cluster_id, workload_id, variant_id, repeat, status, attempt, source, "
+            "idempotency_key, queue_order, created_at, started_at, finished_at, updated_at, provenance, environment"
+        )
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY runs ({cols}) FROM STDIN") as copy:
+                for run_id, r in zip(run_ids, results, strict=True):
+                    copy.write_row(
+                        (
+                            run_id,
+                            ids["releases"],
+                            ids["clusters"],
+                            ids["workloads"],
+                            ids["variants"],
+                            r["repeat"],
+                            "succeeded",
+                            1,
+                            "ci",
+                            f"copy-{run_id}",
+                            0,
+                            now,
+                            r["started_at"],
+                            r["finished_at"],
+                            now,
+                            json.dumps(r["provenance"]),
+                            "{}",
+                        )
+                    )
+            with cur.copy("COPY run_metrics (run_id, name, value, unit) FROM STDIN") as copy:
+                units = {"throughput_tokens_per_s": "tokens/s", "step_time_s": "s", "peak_memory_gib": "GiB"}
+                for run_id, r in zip(run_ids, results, strict=True):
+                    for name, value in r["metrics"].items():
+                        copy.write_row((run_id, name, value, units[name]))
+            series_cols = "run_id, metric, n_points, steps, values, min_value, max_value, last_value"
+            with cur.copy(f"COPY run_series ({series_cols}) FROM STDIN") as copy:
+                for run_id, r in zip(run_ids, results, strict=True):
+                    for name, s in r["series"].items():
+                        v = np.asarray(s["values"], dtype=np.float64)
+                        blob_s, blob_v = pack(s["steps"], v)
+                        copy.write_row((run_id, name, v.size, blob_s, blob_v, v.min(), v.max(), v[-1]))
+        conn.commit()
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--results", type=int, default=200)
+    parser.add_argument("--points", type=int, default=5000)
+    parser.add_argument("--batch", type=int, default=10, help="results per request")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    results = make_results(args.results, args.points)
+    total = args.results * args.points
+    service, baseline = [], []
+    for rep in range(args.reps):
+        with fresh_database() as url:
+            service.append(run_service(url, results, args.batch, args.clients))
+        with fresh_database() as url:
+            baseline.append(run_copy(url, results))
+        print(
+            f"rep {rep + 1}: service {total / service[-1]:,.0f} points/s, COPY {total / baseline[-1]:,.0f} points/s"
+        )
+    s, b = statistics.median(service), statistics.median(baseline)
+    print(
+        f"{args.results} results x {args.points} points = {total:,} points, batches of {args.batch}, {args.clients} clients"
+    )
+    print(f"service (HTTP, PostgreSQL): {total / s:,.0f} points/s  (median {s:.3f} s)")
+    print(f"bare psycopg COPY:          {total / b:,.0f} points/s  (median {b:.3f} s)")
+    print(f"ratio service/COPY: {b / s:.2f}  (aim: >= 0.33)")
+
+
+if __name__ == "__main__":
+    main()
