@@ -173,7 +173,8 @@ def run_copy(url: str, results: list[dict[str, Any]]) -> float:
         conn.execute("SELECT setval('runs_id_seq', %s)", (first + len(results),))
         cols = (
             "id, release_id, cluster_id, workload_id, variant_id, repeat, status, attempt, source, "
-            "idempotency_key, queue_order, created_at, started_at, finished_at, updated_at, provenance, environment"
+            "idempotency_key, queue_order, created_at, started_at, finished_at, updated_at, "
+            "provenance, environment"
         )
         with conn.cursor() as cur:
             with cur.copy(f"COPY runs ({cols}) FROM STDIN") as copy:
@@ -234,11 +235,13 @@ def main() -> None:
         with fresh_database() as url:
             baseline.append(run_copy(url, results))
         print(
-            f"rep {rep + 1}: service {total / service[-1]:,.0f} points/s, COPY {total / baseline[-1]:,.0f} points/s"
+            f"rep {rep + 1}: service {total / service[-1]:,.0f} points/s, "
+            f"COPY {total / baseline[-1]:,.0f} points/s"
         )
     s, b = statistics.median(service), statistics.median(baseline)
     print(
-        f"{args.results} results x {args.points} points = {total:,} points, batches of {args.batch}, {args.clients} clients"
+        f"{args.results} results x {args.points} points = {total:,} points, "
+        f"batches of {args.batch}, {args.clients} client(s)"
     )
     print(f"service (HTTP, PostgreSQL): {total / s:,.0f} points/s  (median {s:.3f} s)")
     print(f"bare psycopg COPY:          {total / b:,.0f} points/s  (median {b:.3f} s)")

@@ -42,8 +42,8 @@ def load(url: str, n: int) -> None:
     with psycopg.connect(conninfo(url)) as conn:
         for image, tag in RELEASES:
             conn.execute(
-                "INSERT INTO releases (image, tag, platform, manifest, driver_requirements, notes, created_at) "
-                "VALUES (%s, %s, %s, '{}', '{}', '{}', %s)",
+                "INSERT INTO releases (image, tag, platform, manifest, driver_requirements, notes, "
+                "created_at) VALUES (%s, %s, %s, '{}', '{}', '{}', %s)",
                 (image, tag, "gpu" if "nv" in image else "ppu", now),
             )
         for i, name in enumerate(VARIANTS):
@@ -54,8 +54,8 @@ def load(url: str, n: int) -> None:
             )
         for name in WORKLOADS:
             conn.execute(
-                "INSERT INTO workloads (name, data_parallel, tensor_parallel, pipeline_parallel, warmup_steps, "
-                "runner_options, created_at) VALUES (%s, 1, 1, 1, 0, '{}', %s)",
+                "INSERT INTO workloads (name, data_parallel, tensor_parallel, pipeline_parallel, "
+                "warmup_steps, runner_options, created_at) VALUES (%s, 1, 1, 1, 0, '{}', %s)",
                 (name, now),
             )
         for name, acc in CLUSTERS:
@@ -65,8 +65,8 @@ def load(url: str, n: int) -> None:
                 (name, acc, now),
             )
         cols = (
-            "id, release_id, cluster_id, workload_id, variant_id, repeat, status, attempt, source, queue_order, "
-            "created_at, started_at, finished_at, updated_at, provenance, environment"
+            "id, release_id, cluster_id, workload_id, variant_id, repeat, status, attempt, source, "
+            "queue_order, created_at, started_at, finished_at, updated_at, provenance, environment"
         )
         with conn.cursor() as cur:
             with cur.copy(f"COPY runs ({cols}) FROM STDIN") as copy:
