@@ -88,7 +88,8 @@ class ComparisonOptions:
             "threshold_pct": float(settings.regression_threshold) * 100.0,
             "alpha": float(settings.significance_alpha),
             "lookback": int(settings.lookback_releases),
-            "noisy_cv": float(settings.noisy_cv),
+            # noisy_cv stays at the analysis default: analyze_ladder takes no noisy_cv argument,
+            # so reporting settings.noisy_cv would state a method that was not applied.
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
