@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from fastapi import Request
 
-from backend.db.models import TokenScope
+from backend.db.base import utcnow
+from backend.db.models import ApiToken, TokenScope
 from backend.services import tokens
 from backend.services.errors import Forbidden, Unauthorized
 from backend.services.tokens import Principal
@@ -37,9 +38,9 @@ def authenticate(request: Request) -> Principal | None:
             raise Unauthorized("the token is unknown or revoked")
         principal = Principal(token.id, token.name, token.scope)
         stale = token.last_used_at
-    if stale is None or tokens.utcnow() - stale > tokens.TOUCH_EVERY:
+    if stale is None or utcnow() - stale > tokens.TOUCH_EVERY:
         with database.transaction() as session:
-            live = session.get(tokens.ApiToken, principal.token_id)
+            live = session.get(ApiToken, principal.token_id)
             if live is not None:
                 tokens.touch(session, live)
     return principal
