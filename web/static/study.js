@@ -57,12 +57,19 @@
   function updateStudy(study) {
     var runs = study.runs || [];
     var done = 0;
+    var work = 0;
+    var running = false;
     runs.forEach(function (r) {
       if (TERMINAL[r.status]) done += 1;
+      if (r.status === "running") running = true;
+      // Overall bar: finished runs count whole, running ones by their step progress.
+      work += TERMINAL[r.status] ? 1 : r.progress || 0;
       updateRun(r);
     });
-    setBadge(document.getElementById("study-status"), study.status);
-    setBar(document.getElementById("study-progress"), runs.length ? done / runs.length : 0, study.status);
+    // The stored study status is refreshed when runs finish; while one runs, say so.
+    var shown = study.status === "queued" && running ? "running" : study.status;
+    setBadge(document.getElementById("study-status"), shown);
+    setBar(document.getElementById("study-progress"), runs.length ? work / runs.length : 0, shown);
     text(document.getElementById("study-counts"), done + "/" + runs.length + " runs finished");
     root.setAttribute("data-status", study.status);
   }

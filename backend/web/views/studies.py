@@ -29,6 +29,8 @@ class MatrixBlock:
 @dataclass
 class StudyPage:
     study: dict[str, Any]
+    status: str  # what the page shows: "running" as soon as a run is
+    work: float  # finished runs plus the step progress of running ones
     repeats: list[int]
     blocks: list[MatrixBlock]
     total: int
@@ -37,7 +39,14 @@ class StudyPage:
 
     @property
     def progress(self) -> float:
-        return self.done / self.total if self.total else 0.0
+        return self.work / self.total if self.total else 0.0
+
+
+def shown_status(stored: str, counts: dict[str, int]) -> str:
+    """The stored study status is refreshed when runs finish; while one runs, show "running"."""
+    if stored == StudyStatus.queued.value and counts.get("running"):
+        return StudyStatus.running.value
+    return stored
 
 
 def _blocks(matrix: dict[str, Any]) -> tuple[list[int], list[MatrixBlock]]:
@@ -63,8 +72,13 @@ def study_page(session: Session, study_id: int) -> StudyPage:
     counts = matrix["counts"]
     total = sum(counts.values())
     done = sum(n for s, n in counts.items() if s in TERMINAL)
+    # Finished runs count whole, running ones by their step progress (as the live script does).
+    work = sum(1.0 if r["status"] in TERMINAL else (r["progress"] or 0.0) for r in matrix["runs"])
+    shown = shown_status(matrix["status"], counts)
     return StudyPage(
         study=matrix,
+        status=shown,
+        work=work,
         repeats=repeats,
         blocks=blocks,
         total=total,
@@ -95,11 +109,12 @@ def study_items(session: Session, *, limit: int = 100, active_only: bool = False
             continue
         counts = dict(study_service.study_matrix(session, study)["counts"])
         total = sum(counts.values())
+        status = shown_status(study.status, counts)
         items.append(
             StudyListItem(
                 id=study.id,
                 name=study.name,
-                status=study.status,
+                status=status,
                 release=study.release.ref,
                 cluster=study.cluster.name,
                 repeats=study.repeats,
