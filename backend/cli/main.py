@@ -6,6 +6,8 @@ from backend import __version__
 from backend.cli import db, releases, results, tokens
 from backend.cli.common import App, console
 from backend.cli.config_docs import config_docs
+from backend.cli.demo import demo
+from backend.cli.dispatcher import dispatcher
 from backend.cli.report import report
 from backend.cli.serve import serve
 
@@ -15,8 +17,10 @@ app.add_typer(tokens.app, name="token")
 app.add_typer(results.app, name="results")
 app.add_typer(releases.app, name="release")
 app.command()(serve)
+app.command()(demo)
 app.command("report")(report)
 app.command("config-docs")(config_docs)
+app.command("dispatcher")(dispatcher)
 
 
 @app.command()

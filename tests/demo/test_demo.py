@@ -1,0 +1,66 @@
+"""`ablate demo` end to end, as a newcomer runs it: a real study on the CPUs, then a report."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from backend.db.database import Database
+from backend.db.models import Release, Run, Study
+
+ABLATE = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _demo(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ABLATE_DATA_DIR": str(data_dir), "ABLATE_PORT": str(_free_port())}
+    env.pop("ABLATE_DATABASE_URL", None)
+    return subprocess.run(
+        [ABLATE, "demo", "--no-serve", *args], capture_output=True, text=True, env=env, timeout=1200
+    )
+
+
+@pytest.mark.slow
+def test_demo_runs_a_real_study_writes_a_report_and_runs_again(tmp_path: Path) -> None:
+    first = _demo(tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Traceback" not in first.stdout + first.stderr
+    report = tmp_path / "reports" / "ablate-demo_0.1-report.html"
+    assert f"report:    {report}" in first.stdout
+    html = report.read_text(encoding="utf-8")
+    for variant in ("Base", "+CompilerOpt", "+CkptOpt", "+CompilerOpt+CkptOpt"):
+        assert variant in html
+    assert '<script src="http' not in html  # plotly.js inlined: the file opens offline
+
+    database = Database.from_url(f"sqlite:///{tmp_path / 'ablate.sqlite'}")
+    with database.read() as s:
+        runs = list(s.scalars(select(Run)))
+        assert len(runs) == 12
+        assert {r.status for r in runs} == {"succeeded"}
+        by_variant = {r.variant.name: r for r in runs}
+        compiled, eager = by_variant["+CompilerOpt"], by_variant["Base"]
+        assert "throughput_tokens_per_s" in {m.name for m in eager.metrics}
+        assert compiled.environment != {} or compiled.provenance != {}
+    database.dispose()
+
+    # A second demo gets a release of its own and compares itself against the first.
+    second = _demo(tmp_path, "--repeats", "1")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (tmp_path / "reports" / "ablate-demo_0.2-report.html").exists()
+    database = Database.from_url(f"sqlite:///{tmp_path / 'ablate.sqlite'}")
+    with database.read() as s:
+        assert sorted(s.scalars(select(Release.tag))) == ["0.1", "0.2"]
+        assert len(list(s.scalars(select(Study)))) == 2
+    database.dispose()
