@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.support.live_server import start_live_server
 from tests.web import seed
 from tests.web.conftest import Console, Site
 from tests.web.helpers import assert_no_console_errors, chart_state, open_page, shoot
@@ -222,4 +223,26 @@ def test_plotly_is_served_by_the_app_not_a_cdn(page: Any, site: Site, console: C
     assert not [u for u in external if not u.startswith("data:")]
     response = page.request.get(f"{site.url}/vendor/plotly.min.js")
     assert response.status == 200 and "max-age" in response.headers["cache-control"]
+    assert_no_console_errors(console)
+
+
+@pytest.fixture(scope="module")
+def empty_site(db_factory: Any) -> Any:
+    server = start_live_server(db_factory.new("sqlite"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("path", ["/", "/releases", "/compare", "/studies", "/clusters"])
+def test_empty_states_say_what_to_do_next(
+    page: Any, empty_site: Any, console: Console, screenshots: Path, path: str
+) -> None:
+    open_page(page, empty_site.url + path)
+    hint = page.locator(".empty").first.inner_text()
+    assert "POST /api/v1/" in hint or "/api/v1/" in hint, hint
+    if path == "/":
+        assert "No releases yet" in hint
+        shoot(page, screenshots, "home-empty")
     assert_no_console_errors(console)

@@ -152,9 +152,13 @@ def _runs(session: Session, page: ComparePage, settings: Settings, studies: tupl
         options=options_from(settings),
     )
     page.mode = "runs"
-    page.baseline_label, page.contender_label = base_label, cont_label
-    page.column_labels = ("baseline", "contender")
-    page.deltas, page.unchanged = split_deltas(_filtered(delta_rows(result.deltas), page.filters))
+    base_refs, cont_refs = result.baseline.releases, result.contender.releases
+    page.baseline_label = f"{base_label} of {', '.join(base_refs)}"
+    page.contender_label = f"{cont_label} of {', '.join(cont_refs)}"
+    single = len(base_refs) == 1 and len(cont_refs) == 1 and base_refs != cont_refs
+    page.column_labels = short_labels(base_refs[0], cont_refs[0]) if single else ("baseline", "contender")
+    # Hand-picked run sets are small: every row stays visible, nothing is folded.
+    page.deltas = _filtered(delta_rows(result.deltas), page.filters)
     page.manifest = manifest_rows(result.manifest_diff) if result.manifest_diff else []
     page.missing = result.missing
     page.threshold_pct, page.alpha = result.method.threshold_pct, result.method.alpha
