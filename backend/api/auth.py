@@ -6,9 +6,10 @@ No token: 401. Unknown or revoked token: 401. Token without the scope: 403. Read
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import Request
+from starlette.concurrency import run_in_threadpool
 
 from backend.db.base import utcnow
 from backend.db.models import ApiToken, TokenScope
@@ -46,11 +47,14 @@ def authenticate(request: Request) -> Principal | None:
     return principal
 
 
-def require(scope: str) -> Callable[[Request], Principal | None]:
+def require(scope: str) -> Callable[[Request], Awaitable[Principal | None]]:
     """A dependency that lets the request through with ``scope`` (or higher), else 401/403."""
 
-    def dependency(request: Request) -> Principal | None:
-        principal = authenticate(request)
+    async def dependency(request: Request) -> Principal | None:
+        # Anonymous requests are decided without a thread hop; token lookups go to the thread pool.
+        principal = None
+        if request.headers.get("authorization") is not None:
+            principal = await run_in_threadpool(authenticate, request)
         if principal is None:
             if scope == TokenScope.read and not request.app.state.settings.read_requires_token:
                 return None
