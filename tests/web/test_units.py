@@ -1,0 +1,73 @@
+"""Fast checks of the dashboard's pieces without a browser: formatting, filters, error pages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from backend.web import format as fmt
+from backend.web.errors import is_page_path
+from tests.support.live_server import start_live_server
+
+
+def test_intervals_and_missing_values_format_for_reading() -> None:
+    assert fmt.ratio_ci(1.2345, 1.181, 1.29) == "1.23\u00d7 [1.18, 1.29]"
+    assert fmt.ratio_ci(1.2345, None, None) == "1.23\u00d7"
+    assert fmt.ratio_ci(None) == fmt.MISSING
+    assert fmt.ratio_ci(float("nan"), 1, 2) == fmt.MISSING
+    assert fmt.pct_ci(-4.21, -6.0, -2.1) == "-4.2% [-6.0, -2.1]"
+    assert fmt.num(412345.6) == "412,346"
+    assert fmt.num(5.0832, 4) == "5.083"
+    assert fmt.num(0.0123) == "0.0123"
+    assert fmt.pvalue(0.0002) == "<0.001" and fmt.pvalue(0.0286) == "0.029"
+    start = datetime(2026, 1, 2, 10, 0, tzinfo=UTC)
+    assert fmt.when(start) == "2026-01-02 10:00 UTC"
+    assert fmt.when(start.replace(tzinfo=None)) == "2026-01-02 10:00 UTC"  # stored naive = UTC
+    assert fmt.duration(start, start + timedelta(minutes=20)) == "20 min 00 s"
+    assert fmt.duration(start, start + timedelta(seconds=4.25)) == "4.2 s"
+    assert fmt.duration(start, None) == fmt.MISSING
+
+
+def test_api_docs_and_probes_are_not_page_paths() -> None:
+    assert is_page_path("/") and is_page_path("/releases/x:1") and is_page_path("/static/x.css")
+    for path in ("/api/v1/runs", "/api", "/docs", "/healthz", "/readyz", "/metrics"):
+        assert not is_page_path(path), path
+
+
+@pytest.fixture
+def client(db_url: str) -> Iterator[httpx.Client]:
+    """The real app over HTTP on each database backend (no data: these are about the plumbing)."""
+    with start_live_server(db_url) as server, httpx.Client(base_url=server.url, timeout=30.0) as c:
+        yield c
+
+
+def test_unknown_pages_are_html_and_api_stays_problem_json(client: httpx.Client) -> None:
+    page = client.get("/releases/training-nv-pytorch:99.99")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "release &#39;training-nv-pytorch:99.99&#39; does not exist" in page.text
+    assert "Traceback" not in page.text
+    nowhere = client.get("/no/such/page")
+    assert nowhere.status_code == 404 and "There is no page at /no/such/page" in nowhere.text
+    bad = client.get("/?platform=tpu")
+    assert bad.status_code == 422 and "unknown platform" in bad.text
+    bad_id = client.get("/runs/not-a-number")
+    assert bad_id.status_code == 422 and bad_id.headers["content-type"].startswith("text/html")
+    api = client.get("/api/v1/runs/999999")
+    assert api.status_code == 404 and api.headers["content-type"].startswith("application/problem+json")
+    api_unknown = client.get("/api/v1/no-such-route")
+    assert api_unknown.status_code == 404
+    assert api_unknown.headers["content-type"].startswith("application/problem+json")
+    assert client.get("/static/no-such.css").status_code == 404
+
+
+def test_plotly_comes_from_the_app_with_long_caching(client: httpx.Client) -> None:
+    home = client.get("/")
+    assert home.status_code == 200
+    js = client.get("/vendor/plotly.min.js")
+    assert js.status_code == 200 and js.headers["content-type"].startswith("application/javascript")
+    assert "immutable" in js.headers["cache-control"] and len(js.content) > 1_000_000
+    assert client.get("/static/ablate.css").status_code == 200
+    assert client.get("/static/study.js").status_code == 200
