@@ -7,6 +7,7 @@ with enough steps that progress is visible for a few seconds per run.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,7 +133,8 @@ def test_study_progress_updates_while_runs_execute(
     # The clusters page of this process sees Ray (the dispatcher connected it) and its resources.
     open_page(page, f"{server.url}/clusters")
     assert page.get_attribute("[data-ray]", "data-ray") == "connected"
-    assert "CPU" in page.inner_text('#clusters tr[data-cluster="local-cpu"]')
+    pool = page.inner_text('#clusters tr[data-cluster="local-cpu"]')
+    assert re.search(r"1 node: CPU \d+/2\b", pool), pool  # free/total CPUs of the local Ray node
     shoot(page, screenshots, "clusters-ray")
     assert_no_console_errors(console)
 

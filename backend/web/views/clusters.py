@@ -24,7 +24,7 @@ _SHOWN_PREFIXES = ("CPU", "GPU", "PPU", "memory", "accelerator_type")
 class PoolResources:
     nodes: int
     total: dict[str, float]
-    available: dict[str, float]
+    available: dict[str, float] | None  # None: this Ray does not report free resources per node
 
 
 @dataclass
@@ -59,7 +59,13 @@ def _ray_module() -> Any | None:
 
 
 def _shown(resources: dict[str, float], resource_name: str | None) -> dict[str, float]:
-    keep = {k: v for k, v in resources.items() if k.startswith(_SHOWN_PREFIXES) or k == resource_name}
+    """The resources worth showing; Ray reports memory in bytes, shown here as "memory_gib"."""
+    keep: dict[str, float] = {}
+    for k, v in resources.items():
+        if k == "memory":
+            keep["memory_gib"] = v / 2**30
+        elif k.startswith(_SHOWN_PREFIXES) or k == resource_name:
+            keep[k] = v
     return dict(sorted(keep.items()))
 
 
@@ -71,29 +77,30 @@ def _node_matches(node: dict[str, Any], cluster: Cluster) -> bool:
     return all(str(labels.get(k)) == str(v) for k, v in (cluster.labels or {}).items())
 
 
-def _available_per_node(ray: Any) -> dict[str, dict[str, float]]:
-    # Ray has no public per-node "available" call; the state API is private and may move, so fall back.
+def _available_per_node(ray: Any) -> dict[str, dict[str, float]] | None:
+    """Node id -> free resources; None when this Ray version does not say (never guess zeros)."""
+    # Ray has no public per-node "available" call; its state module has one whose home may move.
     try:
-        from ray._private.state import state  # type: ignore[import-not-found]
+        from ray._private import state  # type: ignore[import-not-found]
 
-        return dict(state._available_resources_per_node())
+        return dict(state.available_resources_per_node())
     except Exception:
-        return {}
+        return None
 
 
-def _pool(ray: Any, cluster: Cluster, nodes: list[dict[str, Any]], per_node: dict[str, Any]) -> PoolResources:
+def _pool(cluster: Cluster, nodes: list[dict[str, Any]], per_node: dict[str, Any] | None) -> PoolResources:
     alive = [n for n in nodes if n.get("Alive") and _node_matches(n, cluster)]
     total: dict[str, float] = {}
     available: dict[str, float] = {}
     for node in alive:
         for k, v in (node.get("Resources") or {}).items():
             total[k] = total.get(k, 0.0) + float(v)
-        for k, v in (per_node.get(node.get("NodeID", ""), {}) or {}).items():
+        for k, v in ((per_node or {}).get(node.get("NodeID", ""), {}) or {}).items():
             available[k] = available.get(k, 0.0) + float(v)
     return PoolResources(
         nodes=len(alive),
         total=_shown(total, cluster.resource_name),
-        available=_shown(available, cluster.resource_name),
+        available=_shown(available, cluster.resource_name) if per_node is not None else None,
     )
 
 
@@ -120,7 +127,7 @@ def clusters_page(session: Session) -> ClustersPage:
     nodes = list(ray.nodes())
     per_node = _available_per_node(ray)
     for view, cluster in zip(views, clusters, strict=True):
-        view.pool = _pool(ray, cluster, nodes, per_node)
+        view.pool = _pool(cluster, nodes, per_node)
     return ClustersPage(
         clusters=views,
         ray_connected=True,
