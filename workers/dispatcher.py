@@ -134,6 +134,10 @@ class Dispatcher:
         self._board = ray_runtime.start_board()
         log.info("dispatcher %s serving Ray at %s", self.owner, self._ray_address)
 
+    @property
+    def ray_address(self) -> str:
+        return self._ray_address
+
     def run_forever(self, stop: threading.Event | None = None) -> None:
         stop = stop or self._stop
         self.connect()

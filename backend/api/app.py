@@ -14,6 +14,7 @@ from backend.api.routes import catalog, health, metrics, results, runs, studies,
 from backend.api.routes import comparison as comparison_routes
 from backend.config import Settings, get_settings
 from backend.db.database import Database
+from workers.dispatch.lifespan import dispatcher_lifespan
 
 API_PREFIX = "/api/v1"
 
@@ -29,6 +30,7 @@ def create_app(
         description="Ablation studies of training-image releases: what each optimisation is worth.",
         openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url="/docs",
+        lifespan=dispatcher_lifespan,  # starts the in-process dispatcher when run_dispatcher
         redoc_url=None,
     )
     app.state.settings = settings

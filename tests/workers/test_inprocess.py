@@ -1,0 +1,34 @@
+"""`ablate serve`'s in-process dispatcher: started and stopped by the app's lifespan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from backend.api.app import create_app
+from backend.db.database import Database
+from backend.schemas.catalog import VariantDef, WorkloadDef
+from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
+from tests.workers.test_faults import wait_for
+
+TINY = WorkloadDef(name="tiny-serve", model="tiny", runner="torch-llm", seq_len=16, micro_batch=1,
+                   precision="fp32", warmup_steps=1, measured_steps=1)  # fmt: skip
+
+
+def test_lifespan_runs_a_dispatcher(ray_local: str, database: Database, tmp_path: Path) -> None:
+    q = queue_study(database, cluster=CPU1, variants=[VariantDef(name="eager")], workloads=[TINY])
+    app = create_app(make_settings(tmp_path), database, run_dispatcher=True)
+    with TestClient(app) as client:
+        d = app.state.dispatcher
+        assert d is not None and d._thread is not None and d._thread.is_alive()
+        wait_for(lambda: runs_of(database, q.study_id)[0].status == "succeeded", 120, "the run")
+        body = client.get(f"/api/v1/studies/{q.study_id}").json()
+        assert body["status"] == "succeeded" and body["runs"][0]["progress"] == 1.0
+    assert d._thread is None  # stopped on shutdown
+
+
+def test_no_dispatcher_when_switched_off(database: Database, tmp_path: Path) -> None:
+    app = create_app(make_settings(tmp_path), database, run_dispatcher=False)
+    with TestClient(app):
+        assert app.state.dispatcher is None
