@@ -117,6 +117,7 @@ class Dispatcher:
         self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
         self._board: Any = None
         self._progress_ref: Any = None
+        self._factory_refs: dict[str, Any] = {}
         self._node_task: Any = None
         self._rendezvous: Any = None
         self._ray_address = ""
@@ -390,13 +391,24 @@ class Dispatcher:
 
     def _launch_nodes(self, ex: Execution, per_node: list[list[dict[str, Any]]]) -> None:
         ex.phase = "running"
-        factory = self.runners.get(ex.spec.runner_name)
+        factory = self._factory_ref(ex.spec.runner_name)
         for index, specs in enumerate(per_node):
             ref = self._node_task.options(**self._node_options(ex, index)).remote(
                 specs, ex.checks, self._board, factory
             )
             ex.node_refs.append(ref)
             self._await(ex, ref)
+
+    def _factory_ref(self, name: str) -> Any:
+        """A runner factory given to this dispatcher, put in Ray's object store once (not pickled
+        into every task); None lets the worker look the runner up in its own registry."""
+        if name not in self.runners:
+            return None
+        if name not in self._factory_refs:
+            import ray
+
+            self._factory_refs[name] = ray.put(self.runners[name])
+        return self._factory_refs[name]
 
     # --- waiting on Ray ---------------------------------------------------------------------------
 
@@ -490,7 +502,11 @@ class Dispatcher:
         reaper kills the runner's processes (they live in their own sessions)."""
         import ray
 
-        for ref in ex.node_refs:
+        # Only tasks still pending: a finished task's worker may already run another run's task, and
+        # a forced cancel must never reach it.
+        pending = [r for r in ex.node_refs if r in ex.waiting]
+        done = set(ray.wait(pending, num_returns=len(pending), timeout=0)[0]) if pending else set()
+        for ref in [r for r in pending if r not in done]:
             try:
                 ray.cancel(ref, force=True)
             except Exception as exc:  # finished already, or the worker is gone
@@ -509,17 +525,21 @@ class Dispatcher:
             return
         outcomes, self._outcomes = self._outcomes, []
         with self.database.transaction() as session:
-            for out in outcomes:
-                self._apply(session, out)
+            retry = [o for o in outcomes if o.retryable and o.attempt < self.settings.max_attempts]
+            for out in retry:
+                reason = f"attempt {out.attempt} failed ({out.result.error}); queued again"
+                if claims.requeue(session, self.owner, out.run_id, reason=reason, next_attempt=True):
+                    log.warning("run %s: %s", out.run_id, reason)
+            final = [o for o in outcomes if o not in retry]
+            # One guarded UPDATE locks every run to record (or finds it cancelled / taken over).
+            held = claims.hold_for_finish(
+                session, self.owner, [o.run_id for o in final], lease_s=self.settings.lease_s
+            )
+            for out in final:
+                self._apply(session, out, held.get(out.run_id))
 
-    def _apply(self, session: Session, out: Outcome) -> None:
+    def _apply(self, session: Session, out: Outcome, run: Run | None) -> None:
         res = out.result
-        if out.retryable and out.attempt < self.settings.max_attempts:
-            reason = f"attempt {out.attempt} failed ({res.error}); queued again"
-            if claims.requeue(session, self.owner, out.run_id, reason=reason, next_attempt=True):
-                log.warning("run %s: %s", out.run_id, reason)
-            return
-        run = claims.hold_for_finish(session, self.owner, out.run_id, lease_s=self.settings.lease_s)
         if run is None:
             log.info("run %s was cancelled or taken over; its result is dropped", out.run_id)
             return

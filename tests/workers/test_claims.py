@@ -81,6 +81,6 @@ def test_a_stale_owner_can_neither_renew_nor_finish(database: Database) -> None:
         s.execute(update(Run).where(Run.id == ids[0]).values(lease_owner="new"))
     with database.transaction() as s:
         assert claims.renew_leases(s, "old", [ids[0]], lease_s=30) == set()
-        assert claims.hold_for_finish(s, "old", ids[0], lease_s=30) is None
+        assert claims.hold_for_finish(s, "old", [ids[0]], lease_s=30) == {}
         assert not claims.write_progress(s, "old", ids[0], 1, 2, None)
-        assert claims.hold_for_finish(s, "new", ids[0], lease_s=30) is not None
+        assert list(claims.hold_for_finish(s, "new", [ids[0]], lease_s=30)) == [ids[0]]

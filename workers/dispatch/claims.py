@@ -134,12 +134,17 @@ def write_progress(
     return bool(res.rowcount)  # type: ignore[attr-defined]
 
 
-def hold_for_finish(session: Session, owner: str, run_id: int, *, lease_s: float) -> Run | None:
-    """Lock a run for recording its result: the guarded UPDATE takes the row lock (PostgreSQL) or the
-    write lock (SQLite) first, so a concurrent cancel or reaper waits for us or wins outright."""
-    if run_id not in renew_leases(session, owner, [run_id], lease_s=lease_s):
-        return None
-    return session.get(Run, run_id, populate_existing=True)
+def hold_for_finish(
+    session: Session, owner: str, run_ids: Sequence[int], *, lease_s: float
+) -> dict[int, Run]:
+    """Lock runs for recording their results: the guarded UPDATE takes the row locks (PostgreSQL) or
+    the write lock (SQLite) first, so a concurrent cancel or reaper waits for us or wins outright.
+    Returns the runs still held, loaded; an id missing was cancelled or taken over."""
+    held = renew_leases(session, owner, run_ids, lease_s=lease_s)
+    if not held:
+        return {}
+    runs = session.scalars(select(Run).where(Run.id.in_(held)).execution_options(populate_existing=True))
+    return {r.id: r for r in runs}
 
 
 def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_attempt: bool) -> bool:

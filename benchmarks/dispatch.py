@@ -1,0 +1,135 @@
+"""Dispatcher overhead: N trivial runs through the dispatcher and database versus N bare Ray tasks.
+
+Both sides run on the same local Ray in one process. The bare side submits N tasks of a function that
+returns a small dict and waits for all of them. The dispatcher side queues one study of N runs (through
+``create_study``) whose runner does nothing, and drains it: claims, leases, preflight on the worker,
+progress board, result recording through ``record_run_result`` and study status refresh, all included.
+Each side is preceded by a warm-up so Ray's worker start-up is not counted on either.
+
+    /work/venv/bin/python benchmarks/dispatch.py                      # SQLite file, 500 runs
+    /work/venv/bin/python benchmarks/dispatch.py --database-url postgresql+psycopg://postgres@127.0.0.1/bench
+    /work/venv/bin/python benchmarks/dispatch.py --runs 200 --concurrency 16
+
+Prints figures; not a test. Aim: the dispatcher costs no more than twice bare Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import ray
+
+from backend.config import Settings
+from backend.db import migrate
+from backend.db.database import Database
+from backend.db.models import Cluster, Run, Variant, Workload
+from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from backend.schemas.studies import StudyPlan
+from backend.services import catalog
+from backend.services.studies import create_study
+from workers.dispatcher import Dispatcher
+from workers.runners.base import ProgressCallback, RunResult, RunSpec, register_runner
+
+
+class NoopRunner:
+    """A run that does nothing and reports one metric: what is left to measure is the dispatch."""
+
+    name = "noop"
+
+    def supported_factors(self, accelerator: str) -> set[str]:
+        return set()
+
+    def check_factors(self, factors: Iterable[str], accelerator: str) -> str | None:
+        return None
+
+    def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
+        return RunResult(status="succeeded", metrics={"throughput_tokens_per_s": (1.0, "tokens/s")})
+
+
+def bare(i: int) -> dict[str, object]:
+    return {"status": "succeeded", "metrics": {"throughput_tokens_per_s": [1.0, "tokens/s"]}, "i": i}
+
+
+def time_bare(n: int) -> float:
+    task = ray.remote(num_cpus=1, max_retries=0)(bare)
+    ray.get([task.remote(i) for i in range(min(n, 20))])  # warm-up: workers started
+    t0 = time.perf_counter()
+    ray.get([task.remote(i) for i in range(n)])
+    return time.perf_counter() - t0
+
+
+def queue(database: Database, n: int, tag: str) -> int:
+    repeats = max(1, n // 5)
+    with database.transaction() as s:
+        if catalog.find_release(s, "bench:1") is None:
+            catalog.create_release(s, ReleaseCreate(image="bench", tag="1", platform="gpu"))
+        catalog.resolve_named(s, Cluster, ClusterDef(name="bench-cpu", accelerator="cpu"), "cluster")
+        catalog.resolve_named(s, Workload, WorkloadDef(name="noop", runner="noop"), "workload")
+        for i in range(5):
+            catalog.resolve_named(s, Variant, VariantDef(name=f"v{i}", position=i), "variant")
+        plan = StudyPlan(
+            name=f"bench-{tag}",
+            release="bench:1",
+            cluster="bench-cpu",
+            variants=[f"v{i}" for i in range(5)],
+            workloads=["noop"],
+            repeats=repeats,
+            order_seed=1,
+        )
+        return create_study(s, plan).id
+
+
+def time_dispatcher(database: Database, settings: Settings, n: int) -> tuple[float, int]:
+    d = Dispatcher(settings, database, runners={"noop": NoopRunner})
+    d.connect()
+    queue(database, 20, "warm-up")
+    d.drain(timeout_s=300)
+    study = queue(database, n, "measured")
+    t0 = time.perf_counter()
+    d.drain(timeout_s=3600)
+    elapsed = time.perf_counter() - t0
+    with database.read() as s:
+        done = s.query(Run).filter(Run.study_id == study, Run.status == "succeeded").count()
+    return elapsed, done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=64, help="the dispatcher's max_concurrent_runs")
+    parser.add_argument("--database-url", default="", help="default: a fresh SQLite file")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    register_runner("noop", NoopRunner)  # create_study checks the runner by name
+
+    tmp = Path(tempfile.mkdtemp(prefix="ablate-bench-"))
+    url = args.database_url or f"sqlite:///{tmp / 'bench.sqlite'}"
+    database = Database.from_url(url)
+    migrate.upgrade(database.engine)
+    settings = Settings(
+        data_dir=tmp, database_url=url, max_concurrent_runs=args.concurrency, dispatcher_poll_s=0.05
+    )
+    ray.init(include_dashboard=False, log_to_driver=False, namespace="ablate-bench")
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+
+    bare_s = time_bare(args.runs)
+    disp_s, done = time_dispatcher(database, settings, args.runs)
+    n = args.runs - args.runs % 5 if args.runs >= 5 else args.runs
+    print(f"database            {database.dialect}   Ray CPUs {cpus}   concurrency {args.concurrency}")
+    print(f"bare Ray tasks      {args.runs:5d} in {bare_s:7.2f} s   {args.runs / bare_s:8.1f} tasks/s")
+    print(f"dispatcher + db     {done:5d} in {disp_s:7.2f} s   {n / disp_s:8.1f} runs/s")
+    print(f"ratio (dispatcher time / bare time per item)   {(disp_s / n) / (bare_s / args.runs):.2f}x")
+    ray.shutdown()
+    database.dispose()
+
+
+if __name__ == "__main__":
+    main()
