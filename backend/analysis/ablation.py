@@ -16,9 +16,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.analysis.comparison import Comparison, compare_samples
+from backend.analysis.comparison import Comparison, Pair, compare_many
 from backend.analysis.metrics import Direction, describe_metric
-from backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, summarize
+from backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, summarize_many
 
 _ZERO_LOG_GAIN = 1e-9
 
@@ -54,6 +54,16 @@ class LadderAnalysis:
         return next((v for v in self.variants if v.variant == name), None)
 
 
+@dataclass(frozen=True)
+class LadderInput:
+    """One ladder to analyse: its rungs in order, the metric, and optionally unit and baseline."""
+
+    rungs: Sequence[tuple[str, Sequence[float]]]
+    metric: str
+    unit: str | None = None
+    baseline: str | None = None
+
+
 def analyze_ladder(
     rungs: Sequence[tuple[str, Sequence[float]]],
     metric: str,
@@ -64,66 +74,132 @@ def analyze_ladder(
     confidence: float = 0.95,
     n_resamples: int = DEFAULT_N_RESAMPLES,
     seed: int = 0,
+    noisy_cv: float = 0.05,
+    min_n: int = 3,
 ) -> LadderAnalysis:
     """Analyse one ladder. ``baseline`` defaults to the first rung; ``unit`` is needed for custom metrics.
 
     Duplicate variant names are merged (their values pooled) at the first position they appear.
+    ``noisy_cv`` and ``min_n`` decide when a rung's summary is flagged noisy (see :func:`summarize`).
     """
-    mdef = describe_metric(metric, unit)
-    direction = mdef.direction
+    return analyze_ladders(
+        [LadderInput(rungs, metric, unit, baseline)],
+        alpha=alpha,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        noisy_cv=noisy_cv,
+        min_n=min_n,
+    )[0]
 
-    order: list[str] = []
-    pooled: dict[str, list[float]] = {}
-    for name, values in rungs:
-        if name not in pooled:
-            order.append(name)
-            pooled[name] = []
-        pooled[name].extend(float(v) for v in values)
 
-    reasons: list[str] = []
-    base_name = baseline if baseline is not None else (order[0] if order else None)
-    baseline_missing = base_name is None or not pooled.get(base_name)
-    if base_name is None:
-        reasons.append("no variants")
-    elif base_name not in pooled:
-        reasons.append(f"baseline {base_name!r} missing")
-    elif not pooled[base_name]:
-        reasons.append(f"baseline {base_name!r} has no values")
+@dataclass
+class _Plan:
+    metric: str
+    unit: str
+    direction: Direction
+    order: list[str]
+    pooled: dict[str, list[float]]
+    base_name: str | None
+    baseline_missing: bool
+    reasons: list[str]
+    # name -> (index of its vs-baseline comparison, index of its step comparison, previous rung)
+    links: dict[str, tuple[int | None, int | None, str | None]]
 
-    kw = {"alpha": alpha, "confidence": confidence, "n_resamples": n_resamples, "seed": seed}
-    results: list[dict] = []
-    prev: str | None = None
-    for name in order:
-        values = pooled[name]
-        summary = summarize(values, confidence=confidence, n_resamples=n_resamples, seed=seed)
-        v_reasons: list[str] = []
-        vs_base = step = None
-        if not values:
-            v_reasons.append("no values")
-        else:
-            if not baseline_missing and name != base_name:
-                vs_base = compare_samples(
-                    values, pooled[base_name], direction, contender_name=name, reference_name=base_name, **kw
-                )
-            if prev is not None:
-                step = compare_samples(
-                    values, pooled[prev], direction, contender_name=name, reference_name=prev, **kw
-                )
-        results.append(
-            {
-                "variant": name,
-                "summary": summary,
-                "vs_baseline": vs_base,
-                "step": step,
-                "previous": prev,
-                "reasons": v_reasons,
-            }
+
+def analyze_ladders(
+    ladders: Sequence[LadderInput],
+    *,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    seed: int = 0,
+    noisy_cv: float = 0.05,
+    min_n: int = 3,
+) -> list[LadderAnalysis]:
+    """:func:`analyze_ladder` of many ladders: every summary and comparison of all of them is
+    bootstrapped in a few batched calls, with the same results as one ladder at a time."""
+    plans: list[_Plan] = []
+    samples: list[list[float]] = []
+    pairs: list[Pair] = []
+    for item in ladders:
+        mdef = describe_metric(item.metric, item.unit)
+        order: list[str] = []
+        pooled: dict[str, list[float]] = {}
+        for name, values in item.rungs:
+            if name not in pooled:
+                order.append(name)
+                pooled[name] = []
+            pooled[name].extend(float(v) for v in values)
+
+        reasons: list[str] = []
+        base_name = item.baseline if item.baseline is not None else (order[0] if order else None)
+        baseline_missing = base_name is None or not pooled.get(base_name)
+        if base_name is None:
+            reasons.append("no variants")
+        elif base_name not in pooled:
+            reasons.append(f"baseline {base_name!r} missing")
+        elif not pooled[base_name]:
+            reasons.append(f"baseline {base_name!r} has no values")
+
+        links: dict[str, tuple[int | None, int | None, str | None]] = {}
+        prev: str | None = None
+        for name in order:
+            values = pooled[name]
+            samples.append(values)
+            vs_base = step = None
+            if values:
+                if not baseline_missing and name != base_name:
+                    vs_base = len(pairs)
+                    pairs.append(Pair(values, pooled[base_name], mdef.direction, name, base_name))
+                if prev is not None:
+                    step = len(pairs)
+                    pairs.append(Pair(values, pooled[prev], mdef.direction, name, prev))
+            links[name] = (vs_base, step, prev)
+            if values:
+                prev = name
+        plans.append(
+            _Plan(
+                item.metric,
+                mdef.unit,
+                mdef.direction,
+                order,
+                pooled,
+                base_name,
+                baseline_missing,
+                reasons,
+                links,
+            )
         )
-        if values:
-            prev = name
 
-    total = _total(results, base_name, baseline_missing)
-    shares = _shares(results, total, base_name)
+    kw = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
+    summaries = iter(summarize_many(samples, noisy_cv=noisy_cv, min_n=min_n, **kw))
+    comparisons = compare_many(pairs, alpha=alpha, **kw)
+    out = []
+    for plan in plans:
+        results: list[dict] = []
+        for name in plan.order:
+            vs_i, step_i, prev = plan.links[name]
+            results.append(
+                {
+                    "variant": name,
+                    "summary": next(summaries),
+                    "vs_baseline": None if vs_i is None else comparisons[vs_i],
+                    "step": None if step_i is None else comparisons[step_i],
+                    "previous": prev,
+                    "reasons": [] if plan.pooled[name] else ["no values"],
+                }
+            )
+        out.append(_ladder(plan, results, alpha, confidence, n_resamples, seed))
+    return out
+
+
+def _ladder(
+    plan: _Plan, results: list[dict], alpha: float, confidence: float, n_resamples: int, seed: int
+) -> LadderAnalysis:
+    reasons = list(plan.reasons)
+    total = _total(results, plan.base_name, plan.baseline_missing)
+    shares = _shares(results, total, plan.base_name)
 
     variants = tuple(
         VariantResult(
@@ -140,11 +216,11 @@ def analyze_ladder(
     if total is not None and total.ratio is not None and shares == {}:
         reasons.append("total gain ~0: contribution shares undefined")
     return LadderAnalysis(
-        metric=metric,
-        unit=mdef.unit,
-        direction=direction,
-        baseline=base_name,
-        baseline_missing=baseline_missing,
+        metric=plan.metric,
+        unit=plan.unit,
+        direction=plan.direction,
+        baseline=plan.base_name,
+        baseline_missing=plan.baseline_missing,
         variants=variants,
         total=total,
         alpha=alpha,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
-from backend.services.comparison import ReleaseComparison, RunSetComparison
+from backend.services.comparison import ReleaseComparison, RunSetComparison, json_text
 
 
 def render_json(
@@ -16,10 +15,8 @@ def render_json(
 ) -> str:
     """Indented for the exported report (diffs line by line); ``indent=None`` is compact, and several
     times faster because only then does the stdlib use its C encoder (what the API answers with)."""
-    body = comparison.to_json_dict()
+    body = comparison.json_body()
     if generated_at is not None:
         body = {"generated_at": generated_at.isoformat(), **body}
     # Fixed indentation and field order (dataclass order) make equal data equal bytes.
-    if indent is None:
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return json.dumps(body, indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(body, indent=indent)

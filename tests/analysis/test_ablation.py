@@ -216,3 +216,31 @@ def test_slower_step_time_is_never_an_improvement(base, slow):
     cmp = res.variant("Worse").vs_baseline
     assert cmp.ratio < 1
     assert res.variant("Worse").share == pytest.approx(1.0)  # the whole (negative) change
+
+
+def test_noisy_cv_threshold_reaches_every_rung():
+    # CV of the Base rung is ~0.9%: noisy at a 0.5% threshold, not at the default 5%.
+    rungs = [("Base", [100.0, 101.0, 99.2, 100.5]), ("X", [110.0, 110.1, 110.2, 110.0])]
+    cv = np.std(rungs[0][1], ddof=1) / np.mean(rungs[0][1])
+    assert 0.005 < cv < 0.05
+    default = run(rungs).variant("Base").summary
+    strict = run(rungs, noisy_cv=0.005).variant("Base").summary
+    assert not default.noisy and default.reasons == ()
+    assert strict.noisy and strict.reasons == ("cv>0.5%",)
+    assert not run(rungs, noisy_cv=0.005).variant("X").summary.noisy  # X's CV is ~0.08%
+    assert run(rungs, min_n=5).variant("X").summary.reasons == ("n<5",)
+
+
+def test_many_ladders_equal_one_at_a_time():
+    from backend.analysis.ablation import LadderInput, analyze_ladders
+
+    items = [
+        LadderInput(THROUGHPUT, "throughput_tokens_per_s"),
+        LadderInput([(n, [v * 1e-3 for v in vals]) for n, vals in THROUGHPUT], "step_time_s"),
+        LadderInput(THROUGHPUT[1:], "throughput_tokens_per_s", baseline="Base"),
+        LadderInput([("Base", [1.0]), ("X", [])], "throughput_tokens_per_s"),
+    ]
+    batched = analyze_ladders(items, n_resamples=N_RESAMPLES, seed=3, noisy_cv=0.01)
+    for item, got in zip(items, batched, strict=True):
+        kw = {"unit": item.unit, "baseline": item.baseline, "seed": 3, "noisy_cv": 0.01}
+        assert got == run(item.rungs, item.metric, **kw)

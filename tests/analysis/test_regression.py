@@ -133,3 +133,18 @@ def test_lookback_undefined():
     r = lookback(2.0, [1.0, 1.0, 1.0])
     assert r.z is None and r.verdict is None and "zero spread" in r.reasons[0]
     assert_no_nan(r)
+
+
+def test_many_release_checks_equal_one_at_a_time():
+    from backend.analysis.regression import ReleasePair, compare_releases_many
+
+    pairs = [
+        ReleasePair(OLD, NEW, "throughput_tokens_per_s"),
+        ReleasePair(NEW, OLD, "step_time_s"),
+        ReleasePair([0.0, 0.0], [1.0, 2.0], "throughput_tokens_per_s"),
+        ReleasePair([], [1.0, 2.0], "throughput_tokens_per_s"),
+        ReleasePair([5.0], [5.0, 6.0, 7.0], "throughput_tokens_per_s"),
+    ]
+    batched = compare_releases_many(pairs, n_resamples=N_RESAMPLES, seed=1, threshold_pct=2.0)
+    for p, got in zip(pairs, batched, strict=True):
+        assert got == run(p.baseline, p.contender, p.metric, seed=1, threshold_pct=2.0)

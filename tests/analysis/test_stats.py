@@ -7,7 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from backend.analysis.stats import mann_whitney_p, min_possible_p, summarize
+from backend.analysis.comparison import Pair, compare_many, compare_samples
+from backend.analysis.stats import (
+    bootstrap_median_cis,
+    mann_whitney_p,
+    min_possible_p,
+    summarize,
+    summarize_many,
+)
 
 from .helpers import N_RESAMPLES, assert_no_nan, scipy_ci
 
@@ -129,3 +136,80 @@ def test_mann_whitney_large_uses_asymptotic():
     expected = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue
     assert mann_whitney_p(x, y) == pytest.approx(expected)
     assert not math.isnan(mann_whitney_p(x, y))
+
+
+# Batched analysis: the same numbers as one call at a time ------------------------------------------
+
+samples_st = st.lists(
+    st.lists(st.floats(1.0, 1e4, allow_nan=False), min_size=0, max_size=7), min_size=1, max_size=6
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples=samples_st)
+def test_summarize_many_equals_one_at_a_time(samples):
+    batched = summarize_many(samples, n_resamples=N_RESAMPLES, seed=2)
+    assert batched == [summarize(s, n_resamples=N_RESAMPLES, seed=2) for s in samples]
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples=samples_st, data=st.data())
+def test_compare_many_equals_one_at_a_time(samples, data):
+    pairs = [
+        Pair(c, r, data.draw(st.sampled_from(["higher", "lower"])), f"c{i}", f"r{i}")
+        for i, (c, r) in enumerate(zip(samples, reversed(samples), strict=True))
+    ]
+    batched = compare_many(pairs, n_resamples=N_RESAMPLES)
+    single = [
+        compare_samples(
+            p.contender,
+            p.reference,
+            p.direction,
+            contender_name=p.contender_name,
+            reference_name=p.reference_name,
+            n_resamples=N_RESAMPLES,
+        )
+        for p in pairs
+    ]
+    assert batched == single
+
+
+def test_batched_interval_is_scipys_on_the_values_whatever_the_batch():
+    """Each request's CI is scipy.stats.bootstrap run on that request's own values."""
+    rng = np.random.default_rng(4)
+    cells = [np.sort(rng.normal(100, 3, n)) for n in (5, 5, 4, 5, 6, 5)]
+    cis = bootstrap_median_cis([(c,) for c in cells], lambda m: m, n_resamples=N_RESAMPLES, seed=9)
+    for cell, ci in zip(cells, cis, strict=True):
+        assert ci == pytest.approx(scipy_ci([cell], _median, seed=9), rel=1e-12)
+    # The same cell among others or alone: identical bytes.
+    alone = bootstrap_median_cis([(cells[3],)], lambda m: m, n_resamples=N_RESAMPLES, seed=9)
+    assert alone[0] == cis[3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    x=st.lists(st.integers(0, 4), min_size=2, max_size=6),
+    y=st.lists(st.integers(0, 4), min_size=2, max_size=6),
+)
+def test_mann_whitney_with_ties_matches_scipy_exhaustive_permutation(x, y):
+    xa, ya = np.sort(np.array(x, float)), np.sort(np.array(y, float))
+    if np.unique(np.concatenate([xa, ya])).size == xa.size + ya.size:
+        ref = stats.mannwhitneyu(xa, ya, alternative="two-sided", method="exact").pvalue
+    else:
+        ref = stats.mannwhitneyu(
+            xa, ya, alternative="two-sided", method=stats.PermutationMethod(n_resamples=5000)
+        ).pvalue
+    assert mann_whitney_p(xa, ya) == pytest.approx(min(1.0, ref), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    x=st.lists(st.floats(0, 1e3, allow_nan=False), min_size=2, max_size=9, unique=True),
+    y=st.lists(st.floats(0, 1e3, allow_nan=False), min_size=2, max_size=9, unique=True),
+)
+def test_mann_whitney_without_ties_matches_scipy_exact(x, y):
+    if set(x) & set(y):
+        return
+    xa, ya = np.array(x), np.array(y)
+    ref = stats.mannwhitneyu(xa, ya, alternative="two-sided", method="exact").pvalue
+    assert mann_whitney_p(xa, ya) == pytest.approx(ref, abs=1e-12)

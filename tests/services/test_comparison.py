@@ -206,8 +206,9 @@ def test_fixed_number_of_queries(database: Database) -> None:
     small = len(statements)
     statements.clear()
     _build(database)
-    assert len(statements) == small <= 8
-    assert sum("run_metrics" in s for s in statements) == 1
+    # 25.10 has no earlier release, so no lookback query; 25.12 adds exactly that one.
+    assert len(statements) == small + 1 <= 8
+    assert sum("run_metrics" in s for s in statements) == 2  # release + baseline, then the lookback
 
 
 def test_compare_two_sets_of_runs(standard: Database) -> None:
@@ -250,3 +251,20 @@ def test_family_order_rules() -> None:
     assert [r.tag for r in svc.order_family(dated)] == ["b-cu128", "a-cu130"]
     natural = [_rel(1, "25.12-cu128"), _rel(2, "25.9-cu128")]
     assert [r.tag for r in svc.order_family(natural)] == ["25.9-cu128", "25.12-cu128"]
+
+
+def test_noisy_cv_setting_reaches_the_analysis(standard: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.config import Settings
+
+    values = seed.expected_values(REL_2512, QWEN, "Base")
+    cv = float(np.std(values, ddof=1) / np.mean(values))
+    assert 0.005 < cv < 0.05  # the seeded noise: about 0.8%
+    lenient = _build(standard).ladder_map("h200-2x8", TPUT)[QWEN].variant("Base").summary
+    assert not lenient.noisy
+    monkeypatch.setenv("ABLATE_NOISY_CV", "0.005")
+    opts = svc.ComparisonOptions.from_settings(Settings(), n_resamples=N)
+    assert opts.noisy_cv == 0.005
+    c = _build(standard, options=opts)
+    strict = c.ladder_map("h200-2x8", TPUT)[QWEN].variant("Base").summary
+    assert strict.noisy and strict.reasons == ("cv>0.5%",)
+    assert c.method.noisy_cv == 0.005
