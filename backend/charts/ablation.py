@@ -10,7 +10,7 @@ from backend.analysis.ablation import LadderAnalysis
 from backend.analysis.metrics import describe_metric
 from backend.charts._common import fmt, has_data, speedup_of, variant_order
 from backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
-from backend.charts.layout import apply_layout, asymmetric_error, chart_title, empty_figure
+from backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 
 
 def _baseline_name(ladders: Mapping[str, LadderAnalysis]) -> str:
@@ -37,7 +37,7 @@ def ablation_bars(
     workloads = list(ladders)
     variants = variant_order(ladders.values())
     colors = dict(colors) if colors else variant_colors(variants)
-    fig = go.Figure()
+    traces = []
     for name in variants:
         ys, lows, highs, hover = [], [], [], []
         for w in workloads:
@@ -51,25 +51,43 @@ def ablation_bars(
             n = v.summary.n if v else 0
             ci = f"{fmt(lo, '.3f')}\u2013{fmt(hi, '.3f')}"
             hover.append(f"{name}<br>{w}: {fmt(r, '.3f')}\u00d7 (CI {ci}), n={n}, p={fmt(p)}")
-        fig.add_trace(
-            go.Bar(
-                name=name,
-                x=workloads,
-                y=ys,
-                error_y=asymmetric_error(ys, lows, highs),
-                marker={"color": color_for(name, colors)},
-                hovertext=hover,
-                hoverinfo="text",
-                texttemplate="%{y:.2f}\u00d7",
-                textposition="outside",
-                cliponaxis=False,
-            )
+        traces.append(
+            {
+                "type": "bar",
+                "name": name,
+                "x": workloads,
+                "y": ys,
+                "error_y": asymmetric_error(ys, lows, highs),
+                "marker": {"color": color_for(name, colors)},
+                "hovertext": hover,
+                "hoverinfo": "text",
+                "texttemplate": "%{y:.2f}\u00d7",
+                "textposition": "outside",
+                "cliponaxis": False,
+            }
         )
-    fig.add_hline(y=1.0, line={"color": "#999999", "width": 1, "dash": "dot"})
-    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
-    fig.update_xaxes(title_text="Workload")
-    fig.update_yaxes(title_text=f"{label} normalised to {_baseline_name(ladders)} (\u00d7, >1 is better)")
-    return apply_layout(fig, title)
+    # The parity line at 1x across the whole plot width (what ``add_hline`` draws).
+    parity = {
+        "type": "line",
+        "xref": "x domain",
+        "x0": 0,
+        "x1": 1,
+        "yref": "y",
+        "y0": 1.0,
+        "y1": 1.0,
+        "line": {"color": "#999999", "width": 1, "dash": "dot"},
+    }
+    layout = {
+        "barmode": "group",
+        "bargap": 0.2,
+        "bargroupgap": 0.05,
+        "shapes": [parity],
+        "xaxis": {"title": {"text": "Workload"}},
+        "yaxis": {
+            "title": {"text": f"{label} normalised to {_baseline_name(ladders)} (\u00d7, >1 is better)"}
+        },
+    }
+    return build_figure(traces, title, layout=layout)
 
 
 def contribution_waterfall(
@@ -95,19 +113,19 @@ def contribution_waterfall(
     if not chain or chain[0].variant != ladder.baseline:
         return empty_figure(title, "no data: the baseline is not the first rung")
     colors = dict(colors) if colors else variant_colors(v.variant for v in chain)
-    fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            name=chain[0].variant,
-            x=[chain[0].variant],
-            y=[100.0],
-            marker={"color": color_for(chain[0].variant, colors)},
-            hovertext=[f"{chain[0].variant}: 100%"],
-            hoverinfo="text",
-            texttemplate="100%",
-            textposition="inside",
-        )
-    )
+    traces = [
+        {
+            "type": "bar",
+            "name": chain[0].variant,
+            "x": [chain[0].variant],
+            "y": [100.0],
+            "marker": {"color": color_for(chain[0].variant, colors)},
+            "hovertext": [f"{chain[0].variant}: 100%"],
+            "hoverinfo": "text",
+            "texttemplate": "100%",
+            "textposition": "inside",
+        }
+    ]
     level = 100.0
     for v in chain[1:]:
         r, _, _ = speedup_of(ladder, v)
@@ -115,38 +133,42 @@ def contribution_waterfall(
         delta = new_level - level
         share = f", {v.share * 100:.0f}% of the gain" if v.share is not None else ""
         step = v.step.ratio if v.step else None
-        fig.add_trace(
-            go.Bar(
-                name=v.variant,
-                x=[v.variant],
-                y=[delta],
-                base=[level],
-                marker={"color": color_for(v.variant, colors)},
-                hovertext=[f"{v.variant}: {delta:+.1f} pp (step \u00d7{fmt(step, '.3f')}{share})"],
-                hoverinfo="text",
-                texttemplate=f"{delta:+.1f}",
-                textposition="outside",
-                cliponaxis=False,
-            )
+        traces.append(
+            {
+                "type": "bar",
+                "name": v.variant,
+                "x": [v.variant],
+                "y": [delta],
+                "base": [level],
+                "marker": {"color": color_for(v.variant, colors)},
+                "hovertext": [f"{v.variant}: {delta:+.1f} pp (step \u00d7{fmt(step, '.3f')}{share})"],
+                "hoverinfo": "text",
+                "texttemplate": f"{delta:+.1f}",
+                "textposition": "outside",
+                "cliponaxis": False,
+            }
         )
         level = new_level
     total = ladder.total.ratio * 100.0
-    fig.add_trace(
-        go.Bar(
-            name="Total",
-            x=["Total"],
-            y=[total],
-            marker={"color": TOTAL_COLOR},
-            hovertext=[f"Total: {total:.1f}% of {ladder.baseline}"],
-            hoverinfo="text",
-            texttemplate=f"{total:.1f}%",
-            textposition="inside",
-        )
+    traces.append(
+        {
+            "type": "bar",
+            "name": "Total",
+            "x": ["Total"],
+            "y": [total],
+            "marker": {"color": TOTAL_COLOR},
+            "hovertext": [f"Total: {total:.1f}% of {ladder.baseline}"],
+            "hoverinfo": "text",
+            "texttemplate": f"{total:.1f}%",
+            "textposition": "inside",
+        }
     )
-    fig.update_layout(barmode="overlay")
-    fig.update_xaxes(title_text="Variant", type="category")
-    fig.update_yaxes(title_text=f"{label} relative to {ladder.baseline} (%)")
-    return apply_layout(fig, title)
+    layout = {
+        "barmode": "overlay",
+        "xaxis": {"title": {"text": "Variant"}, "type": "category"},
+        "yaxis": {"title": {"text": f"{label} relative to {ladder.baseline} (%)"}},
+    }
+    return build_figure(traces, title, layout=layout)
 
 
 def speedup_heatmap(
@@ -172,21 +194,22 @@ def speedup_heatmap(
             row.append(speedup_of(ladders[w], v)[0] if v else None)
         z.append(row)
         text.append(["" if x is None else f"{x:.2f}\u00d7" for x in row])
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=variants,
-            y=workloads,
-            text=text,
-            texttemplate="%{text}",
-            colorscale="RdBu",
-            zmid=1.0,
-            colorbar={"title": {"text": "Speed-up (\u00d7)"}},
-            hovertemplate="%{y} · %{x}: %{z:.3f}\u00d7<extra></extra>",
-            xgap=2,
-            ygap=2,
-        )
-    )
-    fig.update_xaxes(title_text="Variant", type="category")
-    fig.update_yaxes(title_text="Workload", type="category", autorange="reversed")
-    return apply_layout(fig, title, legend=False)
+    heatmap = {
+        "type": "heatmap",
+        "z": z,
+        "x": variants,
+        "y": workloads,
+        "text": text,
+        "texttemplate": "%{text}",
+        "colorscale": "RdBu",
+        "zmid": 1.0,
+        "colorbar": {"title": {"text": "Speed-up (\u00d7)"}},
+        "hovertemplate": "%{y} · %{x}: %{z:.3f}\u00d7<extra></extra>",
+        "xgap": 2,
+        "ygap": 2,
+    }
+    layout = {
+        "xaxis": {"title": {"text": "Variant"}, "type": "category"},
+        "yaxis": {"title": {"text": "Workload"}, "type": "category", "autorange": "reversed"},
+    }
+    return build_figure([heatmap], title, layout=layout, legend=False)

@@ -10,7 +10,7 @@ from backend.analysis.ablation import LadderAnalysis
 from backend.analysis.metrics import describe_metric, get_metric
 from backend.charts._common import fmt, has_data, variant_order
 from backend.charts.colors import color_for, variant_colors
-from backend.charts.layout import apply_layout, asymmetric_error, chart_title, empty_figure
+from backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 
 
 def memory_bars(
@@ -32,7 +32,7 @@ def memory_bars(
     workloads = list(ladders)
     variants = variant_order(ladders.values())
     colors = dict(colors) if colors else variant_colors(variants)
-    fig = go.Figure()
+    traces = []
     for name in variants:
         ys, lows, highs, hover = [], [], [], []
         for w in workloads:
@@ -45,21 +45,26 @@ def memory_bars(
                 f"{name}<br>{w}: {fmt(ys[-1])} {mdef.unit} (CI {fmt(lows[-1])}\u2013{fmt(highs[-1])}), "
                 f"n={s.n if s else 0}"
             )
-        fig.add_trace(
-            go.Bar(
-                name=name,
-                x=workloads,
-                y=ys,
-                error_y=asymmetric_error(ys, lows, highs),
-                marker={"color": color_for(name, colors)},
-                hovertext=hover,
-                hoverinfo="text",
-            )
+        traces.append(
+            {
+                "type": "bar",
+                "name": name,
+                "x": workloads,
+                "y": ys,
+                "error_y": asymmetric_error(ys, lows, highs),
+                "marker": {"color": color_for(name, colors)},
+                "hovertext": hover,
+                "hoverinfo": "text",
+            }
         )
-    fig.update_layout(barmode="group", bargap=0.2, bargroupgap=0.05)
-    fig.update_xaxes(title_text="Workload")
-    fig.update_yaxes(title_text=mdef.axis_title(), rangemode="tozero")
-    return apply_layout(fig, title)
+    layout = {
+        "barmode": "group",
+        "bargap": 0.2,
+        "bargroupgap": 0.05,
+        "xaxis": {"title": {"text": "Workload"}},
+        "yaxis": {"title": {"text": mdef.axis_title()}, "rangemode": "tozero"},
+    }
+    return build_figure(traces, title, layout=layout)
 
 
 def throughput_vs_memory(
@@ -87,7 +92,7 @@ def throughput_vs_memory(
         return empty_figure(title)
     variants = variant_order([*common.values(), *(memory[w] for w in workloads)])
     colors = dict(colors) if colors else variant_colors(variants)
-    fig = go.Figure()
+    traces = []
     for name in variants:
         xs, xl, xh, ys, yl, yh, labels = [], [], [], [], [], [], []
         for w in workloads:
@@ -103,26 +108,29 @@ def throughput_vs_memory(
             labels.append(w)
         if not xs:
             continue
-        fig.add_trace(
-            go.Scatter(
-                name=name,
-                x=xs,
-                y=ys,
-                mode="markers",
-                error_x=asymmetric_error(xs, xl, xh),
-                error_y=asymmetric_error(ys, yl, yh),
-                marker={
+        traces.append(
+            {
+                "type": "scatter",
+                "name": name,
+                "x": xs,
+                "y": ys,
+                "mode": "markers",
+                "error_x": asymmetric_error(xs, xl, xh),
+                "error_y": asymmetric_error(ys, yl, yh),
+                "marker": {
                     "color": color_for(name, colors),
                     "size": 11,
                     "line": {"width": 1, "color": "#ffffff"},
                 },
-                text=labels,
-                hovertemplate=(
+                "text": labels,
+                "hovertemplate": (
                     f"{name}<br>%{{text}}<br>{m_def.label}: %{{x:.4g}} {m_def.unit}"
                     f"<br>{t_def.label}: %{{y:.4g}} {t_def.unit}<extra></extra>"
                 ),
-            )
+            }
         )
-    fig.update_xaxes(title_text=m_def.axis_title())
-    fig.update_yaxes(title_text=t_def.axis_title())
-    return apply_layout(fig, title)
+    layout = {
+        "xaxis": {"title": {"text": m_def.axis_title()}},
+        "yaxis": {"title": {"text": t_def.axis_title()}},
+    }
+    return build_figure(traces, title, layout=layout)

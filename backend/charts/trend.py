@@ -10,7 +10,7 @@ from backend.analysis.metrics import describe_metric
 from backend.analysis.stats import Summary
 from backend.charts._common import fmt
 from backend.charts.colors import color_for, variant_colors
-from backend.charts.layout import apply_layout, asymmetric_error, chart_title, empty_figure
+from backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 
 
 def release_trend(
@@ -38,7 +38,7 @@ def release_trend(
         return empty_figure(title)
     variants = list(points)
     colors = dict(colors) if colors else variant_colors(variants)
-    fig = go.Figure()
+    traces = []
     for name in variants:
         per = points[name]
         ys: list[float | None] = []
@@ -55,20 +55,28 @@ def release_trend(
             hover.append(f"{name}<br>{rel}: {fmt(ys[-1], '.4g')} {mdef.unit} (CI {ci}), n={s.n if ok else 0}")
         if all(y is None for y in ys):
             continue
-        fig.add_trace(
-            go.Scatter(
-                name=name,
-                x=releases,
-                y=ys,
-                mode="lines+markers",
-                connectgaps=False,
-                error_y=asymmetric_error(ys, lows, highs),
-                line={"color": color_for(name, colors), "width": 2},
-                marker={"color": color_for(name, colors), "size": 8},
-                hovertext=hover,
-                hoverinfo="text",
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "name": name,
+                "x": releases,
+                "y": ys,
+                "mode": "lines+markers",
+                "connectgaps": False,
+                "error_y": asymmetric_error(ys, lows, highs),
+                "line": {"color": color_for(name, colors), "width": 2},
+                "marker": {"color": color_for(name, colors), "size": 8},
+                "hovertext": hover,
+                "hoverinfo": "text",
+            }
         )
-    fig.update_xaxes(title_text="Release", type="category", categoryorder="array", categoryarray=releases)
-    fig.update_yaxes(title_text=mdef.axis_title())
-    return apply_layout(fig, title)
+    layout = {
+        "xaxis": {
+            "title": {"text": "Release"},
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": releases,
+        },
+        "yaxis": {"title": {"text": mdef.axis_title()}},
+    }
+    return build_figure(traces, title, layout=layout)

@@ -17,7 +17,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from backend import charts
-from backend.analysis.ablation import LadderAnalysis
 from backend.analysis.stats import Summary
 from backend.reports import tables as t
 from backend.services.comparison import ReleaseComparison
@@ -59,14 +58,16 @@ def _median_only(n: int, median: float, confidence: float) -> Summary:
     return Summary(n, median, None, None, None, None, None, None, None, confidence, False, ())
 
 
-def _trend_points(c: ReleaseComparison, cluster: str, workload: str, metric: str) -> Points:
+def _trend_points(
+    c: ReleaseComparison, cluster: str, workload: str, metric: str
+) -> dict[str, dict[str, Summary]]:
     """variant -> release -> Summary of medians: the lookback releases, then this release.
 
     The history carries medians only (no raw values), so the trend has no interval bars; this
     keeps the report from bootstrapping every earlier release again.
     """
     ladder = c.ladder_map(cluster, metric).get(workload)
-    points = []
+    points: dict[str, dict[str, Summary]] = {}
     for d in c.deltas:
         if (d.cluster, d.workload, d.metric) != (cluster, workload, metric):
             continue
@@ -75,76 +76,47 @@ def _trend_points(c: ReleaseComparison, cluster: str, workload: str, metric: str
         if v is not None and v.summary.n and v.summary.median is not None:
             per.append((c.release.ref, _median_only(v.summary.n, v.summary.median, c.method.confidence)))
         if per:
-            points.append((d.variant, tuple(per)))
-    return tuple(points)
-
-
-# Chart HTML is memoised on its (hashable, frozen) inputs: building a plotly figure costs ~0.1 s,
-# and a second export or dashboard view of the same data then reuses the div text.
-Ladders = tuple[tuple[str, LadderAnalysis], ...]
-Colors = tuple[tuple[str, str], ...]
-Points = tuple[tuple[str, tuple[tuple[str, Summary], ...]], ...]
-
-
-@lru_cache(maxsize=2048)
-def _cached(div_id: str, kind: str, a: Ladders, b: Ladders, extra: tuple, colors: Colors) -> Chart:
-    rel, cl = extra[0], extra[1]
-    col = dict(colors)
-    if kind == "ablation":
-        fig = charts.ablation_bars(dict(a), release=rel, cluster=cl, colors=col)
-    elif kind == "heatmap":
-        fig = charts.speedup_heatmap(dict(a), release=rel, cluster=cl)
-    elif kind == "memory":
-        fig = charts.memory_bars(dict(a), release=rel, cluster=cl, colors=col)
-    elif kind == "tput-mem":
-        fig = charts.throughput_vs_memory(dict(a), dict(b), release=rel, cluster=cl, colors=col)
-    elif kind == "waterfall":
-        fig = charts.contribution_waterfall(a[0][1], release=rel, cluster=cl, workload=a[0][0], colors=col)
-    else:  # trend
-        _rel, _cl, workload, metric, unit, refs, points = extra
-        fig = charts.release_trend(
-            {v: dict(per) for v, per in points},
-            releases=list(refs),
-            metric=metric,
-            unit=unit,
-            cluster=cl,
-            workload=workload,
-            colors=col,
-        )
-    return _chart(div_id, fig)
-
-
-def clear_cache() -> None:
-    _cached.cache_clear()
+            points[d.variant] = dict(per)
+    return points
 
 
 def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
-    """Every chart of the report, per cluster, with ids that depend only on positions in the data."""
+    """Every chart of the report, per cluster, with ids that depend only on positions in the data.
+
+    Built afresh on every call, not memoised: a figure is one validated plotly construction
+    (a few ms), so the whole report's charts cost well under the 2 s aim (benchmarks/README.md).
+    """
     out = []
-    colors = tuple(charts.variant_colors(v.name for v in c.variants).items())
+    colors = charts.variant_colors(v.name for v in c.variants)
     for ci, cluster in enumerate(c.clusters):
         items: list[Chart] = []
-        rel, cl = c.release.ref, cluster.name
-        prim = tuple(c.ladder_map(cl, c.primary_metric).items()) if c.primary_metric else ()
-        mem = tuple(c.ladder_map(cl, c.memory_metric).items()) if c.memory_metric else ()
+        where = {"release": c.release.ref, "cluster": cluster.name}
+        prim = c.ladder_map(cluster.name, c.primary_metric) if c.primary_metric else {}
+        mem = c.ladder_map(cluster.name, c.memory_metric) if c.memory_metric else {}
         p = f"c{ci}"
         if c.primary_metric:
-            items.append(_cached(f"{p}-ablation", "ablation", prim, (), (rel, cl), colors))
-            items.append(_cached(f"{p}-heatmap", "heatmap", prim, (), (rel, cl), colors))
+            items.append(_chart(f"{p}-ablation", charts.ablation_bars(prim, **where, colors=colors)))
+            items.append(_chart(f"{p}-heatmap", charts.speedup_heatmap(prim, **where)))
         if c.memory_metric:
-            items.append(_cached(f"{p}-memory", "memory", mem, (), (rel, cl), colors))
+            items.append(_chart(f"{p}-memory", charts.memory_bars(mem, **where, colors=colors)))
             if prim:
-                items.append(_cached(f"{p}-tput-mem", "tput-mem", prim, mem, (rel, cl), colors))
-        for wi, (workload, ladder) in enumerate(prim):
-            items.append(
-                _cached(f"{p}-w{wi}-waterfall", "waterfall", ((workload, ladder),), (), (rel, cl), colors)
-            )
+                fig = charts.throughput_vs_memory(prim, mem, **where, colors=colors)
+                items.append(_chart(f"{p}-tput-mem", fig))
+        for wi, (workload, ladder) in enumerate(prim.items()):
+            fig = charts.contribution_waterfall(ladder, **where, workload=workload, colors=colors)
+            items.append(_chart(f"{p}-w{wi}-waterfall", fig))
             if c.lookback_releases and c.primary_metric:
-                refs = (*c.lookback_releases, rel)
-                points = _trend_points(c, cl, workload, c.primary_metric)
-                extra = (rel, cl, workload, c.primary_metric, ladder.unit, refs, points)
-                items.append(_cached(f"{p}-w{wi}-trend", "trend", (), (), extra, colors))
-        out.append(ClusterCharts(cl, tuple(items)))
+                fig = charts.release_trend(
+                    _trend_points(c, cluster.name, workload, c.primary_metric),
+                    releases=[*c.lookback_releases, c.release.ref],
+                    metric=c.primary_metric,
+                    unit=ladder.unit,
+                    cluster=cluster.name,
+                    workload=workload,
+                    colors=colors,
+                )
+                items.append(_chart(f"{p}-w{wi}-trend", fig))
+        out.append(ClusterCharts(cluster.name, tuple(items)))
     return out
 
 
