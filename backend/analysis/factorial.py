@@ -168,3 +168,60 @@ def analyze_factorial(
         df=df,
         reasons=tuple(reasons),
     )
+
+
+@dataclass(frozen=True)
+class FactorialDesign:
+    """A full-factorial design found among the variants of a study or release.
+
+    ``background`` is switched on in every cell; each cell adds one subset of ``factors``.
+    ``cells`` lists (variant, factors of the design it switches on) in the standard order:
+    fewer factors first, then by factor order.
+    """
+
+    factors: tuple[str, ...]
+    background: tuple[str, ...]
+    cells: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @property
+    def label(self) -> str:
+        """E.g. "2x2 factorial (ckpt_opt x compiler_opt)"."""
+        return f"{'x'.join('2' for _ in self.factors)} factorial ({' x '.join(self.factors)})"
+
+
+def find_factorial_design(
+    variants: Sequence[tuple[str, Iterable[str]]], *, min_factors: int = 2
+) -> FactorialDesign | None:
+    """The largest set of >= ``min_factors`` factors whose every on/off combination is a variant.
+
+    ``variants`` are (name, factors switched on), e.g. from the Variant rows. A combination counts
+    only with everything else held fixed: some background set B and, for each subset S of the
+    factors, a variant whose factors are exactly B | S. A ladder (each rung adding a factor to the
+    last) is not a factorial: {}, {a}, {a, b} lacks {b}. Variants sharing one factor set are
+    ambiguous as a cell (two images, say) and are left out. Ties between designs of the same size
+    go to the smallest background, then by factor names, so the choice is deterministic.
+    """
+    by_set: dict[frozenset[str], list[str]] = {}
+    for name, factors in variants:
+        by_set.setdefault(frozenset(factors), []).append(name)
+    unique = {fs: names[0] for fs, names in by_set.items() if len(names) == 1}
+    best: tuple[tuple, FactorialDesign] | None = None
+    for background in sorted(unique, key=lambda fs: (len(fs), sorted(fs))):
+        extra = sorted({f for fs in unique if background < fs for f in fs - background})
+        if len(extra) < min_factors or len(extra) > MAX_FACTORS:
+            continue
+        for size in range(len(extra), min_factors - 1, -1):
+            if best is not None and size < len(best[1].factors):
+                break
+            for chosen in itertools.combinations(extra, size):
+                subsets = [frozenset(c) for r in range(size + 1) for c in itertools.combinations(chosen, r)]
+                if not all(background | s in unique for s in subsets):
+                    continue
+                key = (-size, len(background), sorted(background), chosen)
+                if best is None or key < best[0]:
+                    cells = tuple(
+                        (unique[background | s], tuple(f for f in chosen if f in s)) for s in subsets
+                    )
+                    best = (key, FactorialDesign(chosen, tuple(sorted(background)), cells))
+                break  # the first complete set of this size in sorted order is the one to keep
+    return best[1] if best else None

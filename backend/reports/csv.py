@@ -2,7 +2,10 @@
 
 Sections: ``run`` (one row per run and metric, every run of the release and its baseline, failed
 ones too with an empty value), ``summary`` (one row per cluster, workload, variant and analysed
-metric: median, interval, speed-up over Base) and ``release_delta`` (change against the baseline
+metric: median, interval, speed-up over Base), ``factorial_effect`` (only for a full-factorial
+release: one row per cluster, workload, metric and main effect or two-way interaction, the factor
+name(s) in ``variant`` joined by " x ", ``effect`` main or interaction, the effect as ``speedup``
+with its interval, p-value and ``n`` runs) and ``release_delta`` (change against the baseline
 release with its verdict). Columns that do not apply to a section are empty.
 """
 
@@ -20,6 +23,7 @@ COLUMNS: tuple[str, ...] = (
     "cluster",
     "workload",
     "variant",
+    "effect",
     "metric",
     "unit",
     "run_id",
@@ -108,6 +112,26 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                 "share": v.share,
                 "notes": "; ".join(dict.fromkeys((*s.reasons, *v.reasons))),
             }
+    for f in c.factorials:
+        fa = f.analysis
+        for kind, effects in (("main", fa.main_effects), ("interaction", fa.interactions)):
+            for e in effects:
+                yield {
+                    "section": "factorial_effect",
+                    "release": c.release.ref,
+                    "cluster": f.cluster,
+                    "workload": f.workload,
+                    "variant": " x ".join(e.factors),
+                    "effect": kind,
+                    "metric": f.metric,
+                    "unit": fa.unit,
+                    "n": fa.n_values,
+                    "speedup": e.factor,
+                    "speedup_ci_low": e.ci_low,
+                    "speedup_ci_high": e.ci_high,
+                    "p_value": e.p_value,
+                    "notes": "; ".join(fa.reasons),
+                }
     for d in c.deltas:
         r = d.result
         yield {

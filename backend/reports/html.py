@@ -127,6 +127,7 @@ def render_html(c: ReleaseComparison, *, generated_at: datetime | None = None) -
         overview=t.overview(c),
         regressions=t.regression_table(c),
         ablation=t.ablation_tables(c),
+        factorial=t.factorial_tables(c),
         deltas=t.delta_tables(c),
         manifest=t.manifest_table(c),
         environment=t.environment_table(c),

@@ -38,6 +38,10 @@ def render_markdown(c: ReleaseComparison, *, generated_at: datetime | None = Non
     parts.append(_bullets("What is missing", c.missing))
     parts.append(table_md(t.regression_table(c)))
     parts += [table_md(x) for x in t.ablation_tables(c)]
+    factorial = t.factorial_tables(c)
+    if factorial:
+        parts += ["## Factorial effects", ""]
+        parts += [table_md(x) for x in factorial]
     parts += [table_md(x) for x in t.delta_tables(c)]
     parts.append(table_md(t.manifest_table(c)))
     parts.append(_bullets("Known issues (release notes)", c.release.known_issues))

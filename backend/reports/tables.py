@@ -159,7 +159,85 @@ def ablation_tables(c: ReleaseComparison) -> list[Table]:
                     ),
                     tuple(rows),
                     note=f"{'higher' if mdef.direction == 'higher' else 'lower'} is better; "
-                    "ratios > 1 are always better (oriented)",
+                    "ratios > 1 are always better (oriented)" + _factorial_hint(c),
+                )
+            )
+    return tables
+
+
+def _factorial_hint(c: ReleaseComparison) -> str:
+    if c.factorial_design is None:
+        return ""
+    return (
+        f". These variants form a {c.factorial_design.label}: a step over the previous rung mixes a"
+        " factor with its position in this order, so read the Factorial effects section for what"
+        " each factor is worth on its own"
+    )
+
+
+def _effect_name(factors: tuple[str, ...]) -> str:
+    return factors[0] if len(factors) == 1 else " × ".join(factors)
+
+
+def factorial_tables(c: ReleaseComparison) -> list[Table]:
+    """Main effects and two-way interactions per cluster and metric; none when not factorial."""
+    design = c.factorial_design
+    if design is None:
+        return []
+    tables = []
+    conf = f"{c.method.confidence:.0%} CI"
+    for cluster in c.clusters:
+        for metric in c.metrics:
+            analyses = c.factorial_map(cluster.name, metric)
+            if not analyses:
+                continue
+            mdef = describe_metric(metric, next(iter(analyses.values())).unit)
+            rows = []
+            for workload, fa in analyses.items():
+                effects = [("main effect", e) for e in fa.main_effects]
+                effects += [("interaction", e) for e in fa.interactions]
+                if not effects:
+                    rows.append((workload, NA, NA, NA, NA, NA, NA, str(fa.n_values), _notes(fa.reasons)))
+                for kind, e in effects:
+                    p = e.p_value
+                    sig = NA if p is None else ("yes" if p < c.method.alpha else "no")
+                    rows.append(
+                        (
+                            workload,
+                            _effect_name(e.factors),
+                            kind,
+                            ratio(e.factor),
+                            interval(e.ci_low, e.ci_high, ".3f", "×"),
+                            pvalue(p),
+                            sig,
+                            str(fa.n_values),
+                            _notes(fa.reasons),
+                        )
+                    )
+            background = f" with {', '.join(design.background)} always on" if design.background else ""
+            tables.append(
+                Table(
+                    anchor("factorial", cluster.name, metric),
+                    f"Factorial effects: {mdef.label} on {cluster.name}",
+                    (
+                        "Workload",
+                        "Factor",
+                        "Effect",
+                        "Effect ×",
+                        conf,
+                        "p",
+                        f"p < {c.method.alpha:g}",
+                        "n",
+                        "Notes",
+                    ),
+                    tuple(rows),
+                    note=(
+                        f"{design.label}{background}; "
+                        "main effect: ratio of geometric means with the factor on vs off, averaged over "
+                        "the other factors; interaction (Yates): > 1 when the pair does better together "
+                        "than their separate effects multiply to; oriented, > 1 is better; t interval and "
+                        "t-test on the log scale, pooled within-cell variance; n: runs in the design"
+                    ),
                 )
             )
     return tables

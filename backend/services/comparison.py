@@ -36,6 +36,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.analysis.ablation import LadderAnalysis, LadderInput, analyze_ladders
+from backend.analysis.factorial import (
+    FactorialAnalysis,
+    FactorialDesign,
+    analyze_factorial,
+    factors_from_variant,
+    find_factorial_design,
+)
 from backend.analysis.manifest import ManifestDiff, diff_manifests
 from backend.analysis.metrics import describe_metric
 from backend.analysis.regression import (
@@ -187,6 +194,16 @@ class LadderEntry:
 
 
 @dataclass(frozen=True)
+class FactorialEntry:
+    """Main effects and two-way interactions of the release's factorial design, one cell and metric."""
+
+    cluster: str
+    workload: str
+    metric: str
+    analysis: FactorialAnalysis
+
+
+@dataclass(frozen=True)
 class HistoryPoint:
     release: str
     n: int
@@ -258,6 +275,10 @@ class ReleaseComparison:
     variants: tuple[VariantInfo, ...]  # ladder order
     cells: tuple[CellStatus, ...]
     ladders: tuple[LadderEntry, ...]
+    # The variants' factor sets cover every on/off combination of these factors (None: they don't).
+    factorial_design: FactorialDesign | None
+    factorial_note: str  # e.g. "2x2 factorial (ckpt_opt x compiler_opt)" or "not a factorial design"
+    factorials: tuple[FactorialEntry, ...]  # per cluster x workload x metric; empty when not factorial
     deltas: tuple[ReleaseDelta, ...]
     manifest_diff: ManifestDiff | None
     runs: tuple[RunRecord, ...]  # this release and the baseline release
@@ -268,6 +289,12 @@ class ReleaseComparison:
     def ladder_map(self, cluster: str, metric: str) -> dict[str, LadderAnalysis]:
         """workload -> ladder, as the chart functions take it (workload order of the release)."""
         return {e.workload: e.analysis for e in self.ladders if e.cluster == cluster and e.metric == metric}
+
+    def factorial_map(self, cluster: str, metric: str) -> dict[str, FactorialAnalysis]:
+        """workload -> factorial analysis (workload order of the release); empty when not factorial."""
+        return {
+            e.workload: e.analysis for e in self.factorials if e.cluster == cluster and e.metric == metric
+        }
 
     def verdict_counts(self, metric: str | None = None) -> dict[str, int]:
         counts = {"improved": 0, "regressed": 0, "unchanged": 0, "not compared": 0}
@@ -738,6 +765,8 @@ def _assemble(
                 missing.append(f"{cell[2]} on {cell[1]} ({cell[0]}): metric {m} not reported")
 
     ladders = _ladders(values, grid, variant_names, base, metrics, units, opts)
+    design = _factorial_design(release_variants)
+    factorials = _factorials(values, grid, design, metrics, units, opts) if design else ()
     deltas = _deltas(by_release, cat, release, baseline, history, metrics, units, opts, missing)
     diff = None
     if baseline is not None:
@@ -784,6 +813,9 @@ def _assemble(
         variants=variant_infos,
         cells=tuple(cells),
         ladders=ladders,
+        factorial_design=design,
+        factorial_note=design.label if design else "not a factorial design",
+        factorials=factorials,
         deltas=deltas,
         manifest_diff=diff,
         runs=run_records,
@@ -895,6 +927,40 @@ def _ladders(
         min_n=opts.min_n,
     )
     return tuple(LadderEntry(*k, a) for k, a in zip(keys, analyses, strict=True))
+
+
+def _factorial_design(release_variants: Sequence[Variant]) -> FactorialDesign | None:
+    """The full-factorial design among the release's variants, by their ``factors`` (the Variant
+    rows); only when no variant declares any factor, by the factors their names spell
+    ("+CompilerOpt+CkptOpt"), as results posted without factors have."""
+    declared = [(v.name, tuple(v.factors or ())) for v in release_variants]
+    if not any(f for _, f in declared):
+        declared = [(v.name, tuple(sorted(factors_from_variant(v.name)))) for v in release_variants]
+    return find_factorial_design(declared)
+
+
+def _factorials(
+    values: Mapping[Cell, Mapping[str, list[float]]],
+    grid: Mapping[str, list[str]],
+    design: FactorialDesign,
+    metrics: Sequence[str],
+    units: Mapping[str, str],
+    opts: ComparisonOptions,
+) -> tuple[FactorialEntry, ...]:
+    out = []
+    for cluster, workloads in grid.items():
+        for metric in metrics:
+            unit = units.get(metric) or describe_metric(metric).unit
+            for workload in workloads:
+                cells = [
+                    (on, values.get((cluster, workload, variant), {}).get(metric, ()))
+                    for variant, on in design.cells
+                ]
+                analysis = analyze_factorial(
+                    cells, metric, unit=unit, factors=design.factors, confidence=opts.confidence
+                )
+                out.append(FactorialEntry(cluster, workload, metric, analysis))
+    return tuple(out)
 
 
 def _deltas(

@@ -138,3 +138,55 @@ def test_order_and_scale_invariant(vals, k, data):
     for ea, eb in zip(a.main_effects + a.interactions, b.main_effects + b.interactions, strict=True):
         assert ea.factors == eb.factors
         assert eb.factor == pytest.approx(ea.factor, rel=1e-6)
+
+
+# Finding the design among variants ----------------------------------------------------------------
+
+
+def test_demo_study_is_a_two_by_two():
+    from pathlib import Path
+
+    import yaml
+
+    from backend.analysis.factorial import find_factorial_design
+
+    plan = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "examples/plans/cpu-factorial-tiny.yaml").read_text()
+    )
+    design = find_factorial_design([(v["name"], v["factors"]) for v in plan["variants"]])
+    assert design is not None and design.factors == ("ckpt_opt", "compiler_opt")
+    assert design.label == "2x2 factorial (ckpt_opt x compiler_opt)"
+    assert dict(design.cells)["+CompilerOpt+CkptOpt"] == ("ckpt_opt", "compiler_opt")
+
+
+def test_ladder_and_incomplete_designs_are_not_factorial():
+    from backend.analysis.factorial import find_factorial_design
+
+    ladder = [
+        ("Base", []),
+        ("Base+ACCL", ["accl"]),
+        ("AC2+ACCL", ["ac2", "accl"]),
+        ("AC2+ACCL+CompilerOpt", ["ac2", "accl", "compiler_opt"]),
+        ("AC2+ACCL+CompilerOpt+CkptOpt", ["ac2", "accl", "ckpt_opt", "compiler_opt"]),
+    ]
+    assert find_factorial_design(ladder) is None
+    assert find_factorial_design([("Base", []), ("A", ["a"]), ("B", ["b"])]) is None
+    # Two variants with the same factors are ambiguous as a cell.
+    dup = [("Base", []), ("A", ["a"]), ("B", ["b"]), ("AB", ["a", "b"]), ("AB2", ["b", "a"])]
+    assert find_factorial_design(dup) is None
+
+
+def test_design_with_background_and_largest_set_wins():
+    import itertools
+
+    from backend.analysis.factorial import find_factorial_design
+
+    # a 2x2 over {x, y} on top of an always-on "os", plus a stray ladder rung
+    variants = [("os", ["os"]), ("os+x", ["os", "x"]), ("os+y", ["os", "y"]), ("os+x+y", ["os", "x", "y"])]
+    d = find_factorial_design([("Base", []), *variants, ("all", ["os", "x", "y", "z"])])
+    assert d.factors == ("x", "y") and d.background == ("os",) and d.cells[0] == ("os", ())
+    cube = [("v" + "".join(s), list(s)) for r in range(4) for s in itertools.combinations("abc", r)]
+    d = find_factorial_design(cube)
+    assert d.factors == ("a", "b", "c") and len(d.cells) == 8
+    # input order does not matter
+    assert find_factorial_design(list(reversed(cube))) == d
