@@ -528,6 +528,21 @@ class _Catalog:
     workloads: dict[int, Workload]
     clusters: dict[int, Cluster]
     releases: dict[int, Release]
+    # id -> name, looked up once: ORM attribute access per row costs more than the row itself.
+    names: tuple[dict[int, str], dict[int, str], dict[int, str]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.names = (
+            {i: c.name for i, c in self.clusters.items()},
+            {i: w.name for i, w in self.workloads.items()},
+            {i: v.name for i, v in self.variants.items()},
+        )
+
+    def cell(self, cluster_id: int, workload_id: int, variant_id: int) -> Cell | None:
+        """(cluster, workload, variant) names, or None when one of the ids is not in the catalog."""
+        clusters, workloads, variants = self.names
+        cl, wl, var = clusters.get(cluster_id), workloads.get(workload_id), variants.get(variant_id)
+        return None if cl is None or wl is None or var is None else (cl, wl, var)
 
     def variant_key(self, variant: Variant) -> tuple[int, int, str]:
         rank = DEFAULT_LADDER.index(variant.name) if variant.name in DEFAULT_LADDER else len(DEFAULT_LADDER)
@@ -605,8 +620,7 @@ def _values_by_release(rows: _Rows, cat: _Catalog) -> dict[int, dict[Cell, dict[
     for rid, (rel, cl, wl, var, _rep, status, _kind) in rows.runs.items():
         if status != RunStatus.succeeded:
             continue
-        cell = (cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)
-        by_metric = out[rel][cell]
+        by_metric = out[rel][cat.cell(cl, wl, var)]
         for name, (value, _unit) in rows.metrics.get(rid, {}).items():
             by_metric[name].append(value)
     return out
@@ -703,10 +717,9 @@ def _history_values(
         )
     )
     for rel, cl, wl, var, name, value in session.connection().execute(query).all():
-        cluster, workload, variant = cat.clusters.get(cl), cat.workloads.get(wl), cat.variants.get(var)
-        if cluster is None or workload is None or variant is None:
-            continue
-        out[rel][(cluster.name, workload.name, variant.name)][name].append(float(value))
+        cell = cat.cell(cl, wl, var)
+        if cell is not None:
+            out[rel][cell][name].append(float(value))
     return out
 
 
