@@ -279,6 +279,9 @@ class Dispatcher:
             ).all()
             by_id = {r.id: r for r in runs}
             prepared = [self._prepare(by_id[c.run_id]) for c in got]
+            # A study is "running" from its first claimed run, not only once a result lands.
+            for study_id in sorted({r.study_id for r in runs if r.study_id is not None}):
+                refresh_study_status(session, study_id)
         for ex in prepared:
             self._submit(ex)
         return len(got)

@@ -11,7 +11,7 @@ import psutil
 from sqlalchemy import update
 
 from backend.db.database import Database
-from backend.db.models import Run, RunMetric
+from backend.db.models import Run, RunMetric, Study
 from backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
 from backend.services.studies import cancel_study
 from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
@@ -85,6 +85,7 @@ def test_progress_is_visible_while_running(ray_local: str, database: Database, t
     d = Dispatcher(make_settings(tmp_path), database, runners=FAKES)
     d.start()
     seen: set[int] = set()
+    study_statuses: set[str] = set()
     try:
 
         def progressed() -> bool:
@@ -92,12 +93,17 @@ def test_progress_is_visible_while_running(ray_local: str, database: Database, t
             if run.status == "running" and run.current_step:
                 seen.add(run.current_step)
                 assert run.total_steps == 6 and run.latest_throughput
+                with database.read() as s:
+                    found = s.get(Study, study)
+                    assert found is not None
+                    study_statuses.add(found.status)
             return run.status == "succeeded"
 
         wait_for(progressed, 60, "the run to finish")
     finally:
         d.stop()
     assert seen and min(seen) < 6  # a partial step count was visible before the end
+    assert study_statuses == {"running"}  # the study says so while its run executes
 
 
 def test_cancel_stops_the_run_and_kills_its_child(ray_local: str, database: Database, tmp_path: Path) -> None:
