@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from backend.analysis.comparison import Comparison, Pair, compare_many
 from backend.analysis.metrics import Direction, describe_metric
-from backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, summarize_many
+from backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, clean_values, summarize_many
 
 _ZERO_LOG_GAIN = 1e-9
 
@@ -144,19 +144,20 @@ def analyze_ladders(
 
         links: dict[str, tuple[int | None, int | None, str | None]] = {}
         prev: str | None = None
+        cleaned = {name: clean_values(v) for name, v in pooled.items()}  # once per rung, not per use
         for name in order:
-            values = pooled[name]
+            values = cleaned[name]
             samples.append(values)
             vs_base = step = None
-            if values:
+            if values.size:
                 if not baseline_missing and name != base_name:
                     vs_base = len(pairs)
-                    pairs.append(Pair(values, pooled[base_name], mdef.direction, name, base_name))
+                    pairs.append(Pair(values, cleaned[base_name], mdef.direction, name, base_name))
                 if prev is not None:
                     step = len(pairs)
-                    pairs.append(Pair(values, pooled[prev], mdef.direction, name, prev))
+                    pairs.append(Pair(values, cleaned[prev], mdef.direction, name, prev))
             links[name] = (vs_base, step, prev)
-            if values:
+            if values.size:
                 prev = name
         plans.append(
             _Plan(

@@ -54,8 +54,11 @@ class Summary:
 
 def clean_values(values: Sequence[float]) -> np.ndarray:
     """Values as a sorted float array; sorting makes every seeded resample order-independent."""
-    arr = np.asarray(list(values), dtype=float)
-    if arr.size and not np.all(np.isfinite(arr)):
+    if isinstance(values, np.ndarray | list | tuple):
+        arr = np.asarray(values, dtype=float)  # no detour through Python floats
+    else:
+        arr = np.asarray(list(values), dtype=float)
+    if arr.size and not np.isfinite(arr).all():
         raise ValueError("values must be finite numbers")
     return np.sort(arr)
 
