@@ -110,7 +110,7 @@ def demo(
     if moved:
         console.print(f"port {port or cfg.port} is taken; using a free one")
     server: BackgroundServer = start_background_server(create_app(cfg, database, run_dispatcher=True), sock)
-    console.print(f"dashboard: {server.url}/studies/{study_id}")
+    console.print(f"dashboard: {server.url}/studies/{study_id}", soft_wrap=True, highlight=False)
     stop = threading.Event()
     try:
         matrix = _watch(database, study_id, stop)
@@ -132,8 +132,8 @@ def demo(
     path = output or cfg.data_dir / "reports" / default_filename(comparison, "html")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(comparison, "html"), encoding="utf-8")
-    console.print(f"report:    {path}")
-    console.print(f"dashboard: {server.url}/releases/{release_ref}")
+    console.print(f"report:    {path}", soft_wrap=True, highlight=False)
+    console.print(f"dashboard: {server.url}/releases/{release_ref}", soft_wrap=True, highlight=False)
     if serve:
         console.print("serving until Ctrl-C")
         try:
