@@ -62,8 +62,9 @@ def test_metric_units_are_the_agreed_ones() -> None:
 def test_builtin_runners_satisfy_the_protocol() -> None:
     from workers.runners import Runner, known_runners
 
-    assert known_runners() == ["command", "torch-llm"]
-    for name in known_runners():
+    # other suites may register runners of their own (the dispatcher tests' "fake")
+    assert {"command", "torch-llm"} <= set(known_runners())
+    for name in ("command", "torch-llm"):
         runner = get_runner(name)
         assert isinstance(runner, Runner) and runner.name == name
 
