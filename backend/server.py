@@ -48,7 +48,12 @@ def start_background_server(
     """Serve ``app`` on ``sock`` in a daemon thread and return once ``/readyz`` answers 200."""
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
-        app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=5
+        app,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        timeout_keep_alive=2,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(

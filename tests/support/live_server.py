@@ -8,19 +8,15 @@ rather than a subprocess keeps start-up in milliseconds and lets tests reach ``s
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-import uvicorn
 from fastapi import FastAPI
 
 from backend.api.app import create_app
 from backend.config import Settings
 from backend.db.database import Database
+from backend.server import BackgroundServer, bind_socket, start_background_server
 
 
 @dataclass
@@ -29,16 +25,14 @@ class LiveServer:
     app: FastAPI
     database: Database
     settings: Settings
-    _server: uvicorn.Server = field(repr=False)
-    _thread: threading.Thread = field(repr=False)
+    _background: BackgroundServer = field(repr=False)
 
     @property
     def api(self) -> str:
         return f"{self.url}/api/v1"
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=15)
+        self._background.stop(timeout_s=15)
         self.database.dispose()
 
     def __enter__(self) -> LiveServer:
@@ -59,36 +53,6 @@ def start_live_server(
     cfg = Settings(**{"database_url": db_url, **(settings or {})})
     database = Database.from_url(db_url)
     app = create_app(cfg, database, run_dispatcher=run_dispatcher)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))  # the OS picks a free port; holding the socket avoids a race for it
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-        timeout_keep_alive=2,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="live-server")
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    live = LiveServer(url=url, app=app, database=database, settings=cfg, _server=server, _thread=thread)
-    deadline = time.monotonic() + ready_timeout_s
-    last: str = "no answer"
-    with httpx.Client(timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            if not thread.is_alive():
-                raise RuntimeError(f"live server for {db_url} exited during start-up")
-            try:
-                response = client.get(f"{url}/readyz")
-                if response.status_code == 200:
-                    return live
-                last = f"{response.status_code} {response.text[:200]}"
-            except httpx.TransportError as exc:
-                last = repr(exc)
-            time.sleep(0.01)  # polling the port, not waiting for something to happen
-    live.stop()
-    raise RuntimeError(f"live server for {db_url} not ready after {ready_timeout_s}s: {last}")
+    # port 0: the OS picks a free port; holding the socket avoids a race for it
+    background = start_background_server(app, bind_socket("127.0.0.1", 0), ready_timeout_s=ready_timeout_s)
+    return LiveServer(url=background.url, app=app, database=database, settings=cfg, _background=background)
