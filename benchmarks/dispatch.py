@@ -3,7 +3,7 @@
 Both sides run on the same local Ray in one process. The bare side submits N tasks of a function that
 returns a small dict and waits for all of them. The dispatcher side queues one study of N runs (through
 ``create_study``) whose runner does nothing, and drains it: claims, leases, preflight on the worker,
-progress board, result recording through ``record_run_result`` and study status refresh, all included.
+progress board, result recording through ``record_run_results`` and study status refresh, all included.
 Each side is preceded by a warm-up so Ray's worker start-up is not counted on either.
 
     /work/venv/bin/python benchmarks/dispatch.py                      # SQLite file, 500 runs

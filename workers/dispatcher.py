@@ -5,11 +5,12 @@ One loop, one thread, no SQL in Ray. Each iteration it
 1. every tick (about once a second) renews the leases of its in-flight runs in one UPDATE, writes
    their latest progress, and stops any run the UPDATE no longer matched (cancelled, or its lease
    lost); every ``lease_s / 3`` it also re-queues runs of dead dispatchers whose lease expired;
-2. claims as many queued runs as it has free slots (``max_concurrent_runs``), in ``queue_order``,
-   checks that the Ray cluster could ever place each one (else it fails at once, naming what is
-   missing), and submits it: one task per node, in a STRICT_SPREAD placement group for multi-node;
-3. waits briefly on Ray for finished node tasks and records finished runs in one transaction, each
-   through :func:`backend.services.ingest.record_run_result`, guarded by its lease.
+2. waits briefly on Ray for finished node tasks;
+3. in one transaction, records the runs that finished as one batch through
+   :func:`backend.services.ingest.record_run_results` (guarded by their leases), then claims as many
+   queued runs as it has free slots (``max_concurrent_runs``), in ``queue_order``; after the commit it
+   checks that the Ray cluster could ever place each claimed run (else it fails at once, naming what
+   is missing), and submits it: one task per node, in a STRICT_SPREAD placement group for multi-node.
 
 Infrastructure failures (crashed or killed worker, OOM, failed preflight) go back to the queue with
 ``attempt + 1`` until ``max_attempts``; a benchmark that failed by itself, or timed out, is recorded.
@@ -35,9 +36,8 @@ from backend.config import Settings
 from backend.db.base import utcnow
 from backend.db.database import Database
 from backend.db.models import Run
-from backend.services.errors import ValidationProblem
-from backend.services.ingest import record_run_result
-from backend.services.studies import refresh_study_status
+from backend.services.ingest import InvalidResults, RunResultIn, record_run_results
+from backend.services.studies import refresh_study_statuses
 from workers import ray_runtime
 from workers.dispatch import claims
 from workers.envrules import plan_environment
@@ -163,7 +163,12 @@ class Dispatcher:
             self._thread = None
 
     def shutdown(self) -> None:
-        """Stop every in-flight run and give it back to the queue (same attempt: not its fault)."""
+        """Record what finished already; stop every in-flight run and give it back to the queue (same
+        attempt: not its fault)."""
+        if self._outcomes:
+            outcomes, self._outcomes = self._outcomes, []
+            with self.database.transaction() as session:
+                refresh_study_statuses(session, self._record(session, outcomes))
         if not self.executions:
             return
         for ex in list(self.executions.values()):
@@ -201,11 +206,10 @@ class Dispatcher:
         now = time.monotonic()
         if now >= self._next_tick:
             self._tick(now)
-        claimed = self._claim_and_submit()
         self._wait_ray(wait_s if self.executions else 0.0)
         self._check_deadlines()
-        self._flush_outcomes()
-        return bool(claimed or self.executions)
+        recorded, claimed = self._record_and_claim()
+        return bool(recorded or claimed or self.executions)
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + TICK_S
@@ -223,8 +227,7 @@ class Dispatcher:
             if now >= self._next_reap:
                 self._next_reap = now + max(0.5, self.settings.lease_s / 3)
                 reaped = claims.reap_expired(session, max_attempts=self.settings.max_attempts)
-                for study_id in reaped.study_ids:
-                    refresh_study_status(session, study_id)
+                refresh_study_statuses(session, reaped.study_ids)
                 if reaped.requeued or reaped.failed:
                     log.warning("expired leases: requeued %s, failed %s", reaped.requeued, reaped.failed)
         for run_id in [r for r in self.executions if r not in held]:
@@ -252,39 +255,51 @@ class Dispatcher:
 
     # --- claiming and submitting ------------------------------------------------------------------
 
-    def _claim_and_submit(self) -> int:
+    def _record_and_claim(self) -> tuple[int, int]:
+        """One transaction: record the finished runs, then claim as many queued runs as there are free
+        slots; submit those to Ray once it committed. Returns (recorded, claimed)."""
+        outcomes, self._outcomes = self._outcomes, []
         free = self.settings.max_concurrent_runs - len(self.executions)
-        if free <= 0:
-            return 0
-        with self.database.transaction() as session:
-            got = claims.claim_runs(
-                session,
-                self.owner,
-                limit=free,
-                lease_s=self.settings.lease_s,
-                ray_address=self.settings.ray_address,
-                cluster_names=self.cluster_names,
-            )
-            if not got:
-                return 0
-            runs = session.scalars(
-                select(Run)
-                .options(
-                    joinedload(Run.variant),
-                    joinedload(Run.workload),
-                    joinedload(Run.cluster),
-                    joinedload(Run.release),
-                )
-                .where(Run.id.in_([c.run_id for c in got]))
-            ).all()
-            by_id = {r.id: r for r in runs}
-            prepared = [self._prepare(by_id[c.run_id]) for c in got]
-            # A study is "running" from its first claimed run, not only once a result lands.
-            for study_id in sorted({r.study_id for r in runs if r.study_id is not None}):
-                refresh_study_status(session, study_id)
+        if not outcomes and free <= 0:
+            return 0, 0
+        try:
+            with self.database.transaction() as session:
+                studies = self._record(session, outcomes) if outcomes else set()
+                prepared, claimed_studies = self._claim(session, free) if free > 0 else ([], set())
+                # Once for both: a study is "running" from its first claimed run, and finished with
+                # its last recorded one.
+                refresh_study_statuses(session, studies | claimed_studies)
+        except BaseException:
+            self._outcomes = outcomes + self._outcomes  # not recorded: try again next iteration
+            raise
         for ex in prepared:
             self._submit(ex)
-        return len(got)
+        return len(outcomes), len(prepared)
+
+    def _claim(self, session: Session, free: int) -> tuple[list[Execution], set[int]]:
+        got = claims.claim_runs(
+            session,
+            self.owner,
+            limit=free,
+            lease_s=self.settings.lease_s,
+            ray_address=self.settings.ray_address,
+            cluster_names=self.cluster_names,
+        )
+        if not got:
+            return [], set()
+        runs = session.scalars(
+            select(Run)
+            .options(
+                joinedload(Run.variant),
+                joinedload(Run.workload),
+                joinedload(Run.cluster),
+                joinedload(Run.release),
+            )
+            .where(Run.id.in_([c.run_id for c in got]))
+        ).all()
+        by_id = {r.id: r for r in runs}
+        prepared = [self._prepare(by_id[c.run_id]) for c in got]
+        return prepared, {r.study_id for r in runs if r.study_id is not None}
 
     def _prepare(self, run: Run) -> Execution:
         workload, variant, cluster, release = (
@@ -358,7 +373,8 @@ class Dispatcher:
             self._finish(ex, RunResult.failed(f"unplaceable: {reason}", "infrastructure"), retryable=False)
             return
         if ex.demand.nodes == 1:
-            self._launch_nodes(ex, [[ex.spec.to_dict()]])
+            # Shallow: Ray serialises the task's arguments anyway (``asdict`` would deep-copy first).
+            self._launch_nodes(ex, [[dict(vars(ex.spec))]])
             return
         from ray.util.placement_group import placement_group
 
@@ -523,67 +539,66 @@ class Dispatcher:
                 log.debug("removing placement group of run %s: %s", ex.run_id, exc)
             ex.pg = None
 
-    def _flush_outcomes(self) -> None:
-        if not self._outcomes:
-            return
-        outcomes, self._outcomes = self._outcomes, []
-        with self.database.transaction() as session:
-            retry = [o for o in outcomes if o.retryable and o.attempt < self.settings.max_attempts]
-            for out in retry:
-                reason = f"attempt {out.attempt} failed ({out.result.error}); queued again"
-                if claims.requeue(session, self.owner, out.run_id, reason=reason, next_attempt=True):
-                    log.warning("run %s: %s", out.run_id, reason)
-            final = [o for o in outcomes if o not in retry]
-            # One guarded UPDATE locks every run to record (or finds it cancelled / taken over).
-            held = claims.hold_for_finish(
-                session, self.owner, [o.run_id for o in final], lease_s=self.settings.lease_s
-            )
-            for out in final:
-                self._apply(session, out, held.get(out.run_id))
+    def _record(self, session: Session, outcomes: list[Outcome]) -> set[int]:
+        """Record finished runs (or queue them again); returns the studies to refresh."""
+        retry = [o for o in outcomes if o.retryable and o.attempt < self.settings.max_attempts]
+        for out in retry:
+            reason = f"attempt {out.attempt} failed ({out.result.error}); queued again"
+            if claims.requeue(session, self.owner, out.run_id, reason=reason, next_attempt=True):
+                log.warning("run %s: %s", out.run_id, reason)
+        final = [o for o in outcomes if o not in retry]
+        if not final:
+            return set()
+        # One guarded UPDATE locks every run to record (or finds it cancelled / taken over).
+        held = claims.hold_for_finish(
+            session, self.owner, [o.run_id for o in final], lease_s=self.settings.lease_s
+        )
+        items = []
+        for out in final:
+            run = held.get(out.run_id)
+            if run is None:
+                log.info("run %s was cancelled or taken over; its result is dropped", out.run_id)
+                continue
+            items.append(self._result_in(out, run))
+        try:  # one batch: one statement per table
+            return record_run_results(session, items, refresh_studies=False)
+        except InvalidResults as exc:  # raised before anything is written
+            for i, problem in exc.by_index.items():
+                items[i] = replace(
+                    items[i],
+                    status="failed",
+                    metrics={},
+                    series={},
+                    error=f"the runner's result is invalid: {problem}",
+                    failure_kind="benchmark",
+                )
+            return record_run_results(session, items, refresh_studies=False)
 
-    def _apply(self, session: Session, out: Outcome, run: Run | None) -> None:
+    def _result_in(self, out: Outcome, run: Run) -> RunResultIn:
         res = out.result
-        if run is None:
-            log.info("run %s was cancelled or taken over; its result is dropped", out.run_id)
-            return
         error = res.error
         if out.retryable and error:
             error = f"{error} (after {out.attempt} attempt(s))"
-        fields: dict[str, Any] = {
-            "provenance": res.provenance,
-            "environment": res.environment,
-            "log_tail": res.log_tail or None,
-            "log_path": res.log_path,
-            "started_at": out.started_at,
-            "finished_at": out.finished_at,
-        }
-        if out.started_at and out.finished_at and out.finished_at < out.started_at:
-            fields["started_at"] = None
+        started_at = out.started_at
+        if started_at and out.finished_at and out.finished_at < started_at:
+            started_at = None
         if out.progress:
             run.current_step, run.total_steps = out.progress[0], out.progress[1]
-        try:
-            record_run_result(
-                session,
-                run,
-                status=res.status,
-                metrics=dict(res.metrics),
-                series=dict(res.series),
-                error=error,
-                failure_kind=res.failure_kind,
-                **fields,
-            )
-        except ValidationProblem as exc:  # raised before anything is written
-            record_run_result(
-                session,
-                run,
-                status="failed",
-                metrics={},
-                series={},
-                error=f"the runner's result is invalid: {exc}",
-                failure_kind="benchmark",
-                **fields,
-            )
         run.lease_expires_at = None
+        return RunResultIn(
+            run=run,
+            status=res.status,
+            metrics=dict(res.metrics),
+            series=dict(res.series),
+            provenance=res.provenance,
+            environment=res.environment,
+            error=error,
+            failure_kind=res.failure_kind,
+            log_tail=res.log_tail or None,
+            log_path=res.log_path,
+            started_at=started_at,
+            finished_at=out.finished_at,
+        )
 
 
 def _key(value: datetime | None) -> float:

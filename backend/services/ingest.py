@@ -1,9 +1,10 @@
 """Storing a run's result: the one code path behind ``POST /api/v1/results`` and the Ray dispatcher.
 
-:func:`record_run_result` finishes one run (the dispatcher's path); :func:`submit_results` creates runs
-from a CI batch. Both validate through :func:`prepare_result` and write through :func:`write_results`,
-so a result is checked and stored the same way wherever it comes from. Summary metrics become one
-``run_metrics`` row each; series are packed into two blobs per (run, metric) with their min/max/last.
+:func:`record_run_results` finishes a batch of runs (the dispatcher's path; :func:`record_run_result` is
+its batch of one); :func:`submit_results` creates runs from a CI batch. Both validate through
+:func:`prepare_result` and write through :func:`write_results`, so a result is checked and stored the
+same way wherever it comes from. Summary metrics become one ``run_metrics`` row each; series are
+packed into two blobs per (run, metric) with their min/max/last.
 Everything happens in the caller's transaction: a batch with one bad result stores nothing.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -175,6 +176,98 @@ def _check_times(started_at: datetime | None, finished_at: datetime | None, loc:
     return None
 
 
+@dataclass
+class RunResultIn:
+    """One finished run to record: the run (loaded, held by the caller) and its result."""
+
+    run: Run
+    status: str
+    metrics: Mapping[str, tuple[float, str | None]]
+    series: Mapping[str, tuple[Sequence[int], Sequence[float]]]
+    provenance: dict[str, Any]
+    environment: dict[str, Any] | None
+    error: str | None
+    failure_kind: str | None
+    log_tail: str | None
+    log_path: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class InvalidResults(ValidationProblem):
+    """Some results of a batch are invalid; nothing was written. ``by_index`` holds each bad
+    result's own problem (field paths relative to that result), by its index in the batch."""
+
+    def __init__(self, detail: str, errors: list[FieldError], by_index: dict[int, ValidationProblem]) -> None:
+        super().__init__(detail, errors)
+        self.by_index = by_index
+
+
+def _validate(item: RunResultIn) -> PreparedResult | ValidationProblem:
+    if item.status not in RunStatus.__members__:
+        return ValidationProblem.at("status", f"unknown run status {item.status!r}")
+    errors: list[FieldError] = []
+    prepared = prepare_result(item.metrics, item.series, errors=errors)
+    if bad := _check_times(item.started_at, item.finished_at, ""):
+        errors.append(bad)
+    if errors:
+        return ValidationProblem(
+            f"invalid result for run {item.run.id}: {errors[0].loc}: {errors[0].msg}", errors
+        )
+    return prepared
+
+
+def record_run_results(
+    session: Session, items: Sequence[RunResultIn], *, refresh_studies: bool = True
+) -> set[int]:
+    """Finish a batch of runs: validate every result, then replace their metrics and series and set
+    their fields with one statement per table, and refresh each affected study's status once.
+    Returns the ids of the affected studies; with ``refresh_studies=False`` the caller refreshes them
+    itself (once, after its other changes in the same transaction).
+
+    All or nothing: if any result is invalid, :class:`InvalidResults` is raised and nothing is written.
+    A run cancelled meanwhile stays cancelled (its data is still kept: it says how far it got).
+    """
+    checked = [_validate(item) for item in items]
+    bad = {i: c for i, c in enumerate(checked) if isinstance(c, ValidationProblem)}
+    if bad:
+        errors = [replace(e, loc=f"[{i}].{e.loc}") for i, p in bad.items() for e in p.errors]
+        first = next(iter(bad.values()))
+        raise InvalidResults(f"{len(bad)} invalid result(s); first: {first.detail}", errors, bad)
+    prepared = [c for c in checked if isinstance(c, PreparedResult)]
+    for item, p in zip(items, prepared, strict=True):
+        run = item.run
+        _set_fields(
+            run,
+            status=RunStatus.cancelled.value if run.status == RunStatus.cancelled else item.status,
+            provenance=item.provenance,
+            environment=item.environment,
+            error=item.error,
+            failure_kind=item.failure_kind,
+            log_tail=item.log_tail,
+            log_path=item.log_path,
+            started_at=item.started_at,
+            finished_at=item.finished_at,
+            prepared=p,
+        )
+    session.flush()  # runs with the same changed columns go out as one executemany UPDATE
+    ids = [item.run.id for item in items]
+    if not ids:
+        return set()
+    # A retried attempt replaces what an earlier attempt left behind.
+    session.execute(delete(RunMetric).where(RunMetric.run_id.in_(ids)))
+    session.execute(delete(RunSeries).where(RunSeries.run_id.in_(ids)))
+    write_results(session, [(item.run.id, p) for item, p in zip(items, prepared, strict=True)])
+    for item in items:
+        session.expire(item.run, ["metrics", "series"])
+    study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
+    if study_ids and refresh_studies:
+        from backend.services.studies import refresh_study_statuses
+
+        refresh_study_statuses(session, study_ids)
+    return study_ids
+
+
 def record_run_result(
     session: Session,
     run: Run,
@@ -191,24 +284,15 @@ def record_run_result(
     started_at: datetime | None,
     finished_at: datetime | None,
 ) -> None:
-    """Finish ``run`` with a result: validate, replace its metrics and series, set its fields.
+    """Finish ``run`` with a result: :func:`record_run_results` for a batch of one.
 
-    A run cancelled meanwhile stays cancelled (its data is still kept: it says how far it got).
     Raises :class:`ValidationProblem` naming the bad fields; nothing is written then.
     """
-    if status not in RunStatus.__members__:
-        raise ValidationProblem.at("status", f"unknown run status {status!r}")
-    errors: list[FieldError] = []
-    prepared = prepare_result(metrics, series, errors=errors)
-    if bad := _check_times(started_at, finished_at, ""):
-        errors.append(bad)
-    if errors:
-        raise ValidationProblem(f"invalid result for run {run.id}: {errors[0].loc}: {errors[0].msg}", errors)
-    if run.status == RunStatus.cancelled:
-        status = RunStatus.cancelled.value
-    _set_fields(
-        run,
+    item = RunResultIn(
+        run=run,
         status=status,
+        metrics=metrics,
+        series=series,
         provenance=provenance,
         environment=environment,
         error=error,
@@ -217,18 +301,11 @@ def record_run_result(
         log_path=log_path,
         started_at=started_at,
         finished_at=finished_at,
-        prepared=prepared,
     )
-    session.flush()
-    # A retried attempt replaces what an earlier attempt left behind.
-    session.execute(delete(RunMetric).where(RunMetric.run_id == run.id))
-    session.execute(delete(RunSeries).where(RunSeries.run_id == run.id))
-    write_results(session, [(run.id, prepared)])
-    session.expire(run, ["metrics", "series"])
-    if run.study_id is not None:
-        from backend.services.studies import refresh_study_status
-
-        refresh_study_status(session, run.study_id)
+    try:
+        record_run_results(session, [item])
+    except InvalidResults as exc:
+        raise exc.by_index[0] from None
 
 
 def _set_fields(

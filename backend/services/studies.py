@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -152,20 +153,42 @@ def refresh_study_status(session: Session, study: Study | int) -> str:
     """Recompute ``study.status`` (and ``finished_at``) from its runs; returns the new status."""
     if isinstance(study, int):
         study = get_study(session, study)
+    return _refresh(session, [study])[study.id]
+
+
+def refresh_study_statuses(session: Session, study_ids: Iterable[int]) -> dict[int, str]:
+    """:func:`refresh_study_status` for several studies with one counting query; returns the statuses.
+    Ids of studies that do not exist are skipped."""
+    ids = sorted(set(study_ids))
+    if not ids:
+        return {}
+    found = session.scalars(select(Study).where(Study.id.in_(ids))).all()
+    return _refresh(session, list(found))
+
+
+def _refresh(session: Session, found: list[Study]) -> dict[int, str]:
     session.flush()
+    counts: dict[int, Counter[str]] = {s.id: Counter() for s in found}
     rows = session.execute(
-        select(Run.status, func.count()).where(Run.study_id == study.id).group_by(Run.status)
+        select(Run.study_id, Run.status, func.count())
+        .where(Run.study_id.in_(list(counts)))
+        .group_by(Run.study_id, Run.status)
     )
-    status = derive_status(Counter({s: n for s, n in rows}))
-    if study.status != status.value:
-        study.status = status.value
-    terminal = status in {StudyStatus.succeeded, StudyStatus.failed, StudyStatus.cancelled}
-    if terminal and study.finished_at is None:
-        study.finished_at = utcnow()
-    elif not terminal:
-        study.finished_at = None
+    for study_id, status_, n in rows:
+        counts[study_id][status_] = n
+    out: dict[int, str] = {}
+    for study in found:
+        status = derive_status(counts[study.id])
+        if study.status != status.value:
+            study.status = status.value
+        terminal = status in {StudyStatus.succeeded, StudyStatus.failed, StudyStatus.cancelled}
+        if terminal and study.finished_at is None:
+            study.finished_at = utcnow()
+        elif not terminal and study.finished_at is not None:
+            study.finished_at = None
+        out[study.id] = status.value
     session.flush()
-    return status.value
+    return out
 
 
 def cancel_study(session: Session, study_id: int) -> Study:

@@ -107,3 +107,79 @@ def test_custom_metric_with_unit_and_cancelled_run_stays_cancelled(
         run = s.get(Run, run_id)
         assert run.status == "cancelled" and run.error == "stopped"
         assert s.scalars(select(RunMetric.unit)).all() == ["1"]
+
+
+def _study_runs(database: Database, c: Catalog, n_variants: int) -> tuple[int, list[int]]:
+    with database.transaction() as s:
+        study = studies.create_study(
+            s,
+            StudyPlan(
+                release=c.release,
+                cluster=c.cluster,
+                variants=c.variants[:n_variants],
+                workloads=c.workloads[:1],
+                repeats=1,
+            ),
+        )
+        return study.id, list(s.scalars(select(Run.id).where(Run.study_id == study.id).order_by(Run.id)))
+
+
+def _item(run: Run, **overrides: Any) -> ingest.RunResultIn:
+    values: dict[str, Any] = {
+        "run": run,
+        "status": "succeeded",
+        "metrics": {"throughput_tokens_per_s": (float(run.id), "tokens/s")},
+        "series": {"step_time_s": ([1, 2], [0.5, 0.4])},
+        "provenance": {},
+        "environment": None,
+        "error": None,
+        "failure_kind": None,
+        "log_tail": None,
+        "log_path": None,
+        "started_at": None,
+        "finished_at": None,
+    }
+    values.update(overrides)
+    return ingest.RunResultIn(**values)
+
+
+def test_batch_records_every_run_and_refreshes_the_study_once(database: Database, seeded: Catalog) -> None:
+    study_id, ids = _study_runs(database, seeded, 2)
+    with database.transaction() as s:
+        runs = [s.get(Run, i) for i in ids]
+        assert ingest.record_run_results(s, [_item(r) for r in runs]) == {study_id}
+    with database.read() as s:
+        assert {r.status for r in s.scalars(select(Run).where(Run.id.in_(ids)))} == {"succeeded"}
+        assert sorted(s.execute(select(RunMetric.run_id, RunMetric.value))) == [(i, float(i)) for i in ids]
+        assert len(s.scalars(select(RunSeries)).all()) == 2
+        assert studies.get_study(s, study_id).status == "succeeded"
+
+
+def test_batch_with_one_bad_result_writes_nothing(database: Database, seeded: Catalog) -> None:
+    _, ids = _study_runs(database, seeded, 2)
+    with pytest.raises(ingest.InvalidResults) as err, database.transaction() as s:
+        runs = [s.get(Run, i) for i in ids]
+        bad = _item(runs[1], metrics={"throughput_tokens_per_s": (math.nan, "tokens/s")})
+        ingest.record_run_results(s, [_item(runs[0]), bad])
+    assert list(err.value.by_index) == [1]
+    assert [e.loc for e in err.value.by_index[1].errors] == ["metrics.throughput_tokens_per_s"]
+    assert [e.loc for e in err.value.errors] == ["[1].metrics.throughput_tokens_per_s"]
+    with database.read() as s:
+        assert {r.status for r in s.scalars(select(Run).where(Run.id.in_(ids)))} == {"queued"}
+        assert s.scalars(select(RunMetric)).all() == [] and s.scalars(select(RunSeries)).all() == []
+
+
+def test_batch_over_two_studies_and_refresh_left_to_the_caller(database: Database, seeded: Catalog) -> None:
+    first, ids_a = _study_runs(database, seeded, 1)
+    second, ids_b = _study_runs(database, seeded, 2)
+    with database.transaction() as s:
+        items = [_item(s.get(Run, i)) for i in (ids_a[0], ids_b[0])]
+        assert ingest.record_run_results(s, items, refresh_studies=False) == {first, second}
+        assert studies.get_study(s, first).status == "queued"  # not refreshed yet
+        assert studies.refresh_study_statuses(s, [first, second, 10**6]) == {
+            first: "succeeded",
+            second: "running",
+        }
+    with database.read() as s:
+        assert studies.get_study(s, first).finished_at is not None
+        assert studies.get_study(s, second).finished_at is None

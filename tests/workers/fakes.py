@@ -6,6 +6,7 @@ module (the workers import it from the driver's sys.path).
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -18,8 +19,9 @@ from workers.runners.base import ProgressCallback, RunResult, RunSpec
 
 class FakeRunner:
     """``runner_options``: ``steps`` and ``step_s`` (progress), ``fail`` ("benchmark"), ``crash_once``
-    (a marker path: the first attempt kills its own Ray worker), ``child`` (start a long-lived child in
-    its own session and write its pid to ``<log_dir>/run-<id>.child``), ``hang`` (sleep forever)."""
+        (a marker path: the first attempt kills its own Ray worker), ``child`` (start a long-lived child in
+        its own session and write its pid to ``<log_dir>/run-<id>.child``), ``hang`` (sleep forever), ``nan``
+    (report a throughput that ingest refuses)."""
 
     name = "fake"
 
@@ -48,10 +50,11 @@ class FakeRunner:
                 progress(step, steps, 100.0 * step)
         while opts.get("hang") or opts.get("child"):
             time.sleep(1)
+        throughput = math.nan if opts.get("nan") else 1000.0 + spec.run_id
         return RunResult(
             status="succeeded",
             metrics={
-                "throughput_tokens_per_s": (1000.0 + spec.run_id, "tokens/s"),
+                "throughput_tokens_per_s": (throughput, "tokens/s"),
                 "step_time_s": (0.01, "s"),
             },
             series={"loss": ([1, 2, 3], [3.0, 2.5, 2.0])},

@@ -135,16 +135,24 @@ def write_progress(
 
 
 def hold_for_finish(
-    session: Session, owner: str, run_ids: Sequence[int], *, lease_s: float
+    session: Session, owner: str, run_ids: Sequence[int], *, lease_s: float, now: datetime | None = None
 ) -> dict[int, Run]:
     """Lock runs for recording their results: the guarded UPDATE takes the row locks (PostgreSQL) or
     the write lock (SQLite) first, so a concurrent cancel or reaper waits for us or wins outright.
-    Returns the runs still held, loaded; an id missing was cancelled or taken over."""
-    held = renew_leases(session, owner, run_ids, lease_s=lease_s)
-    if not held:
+    Returns the runs still held, loaded by the same statement (``RETURNING``); an id missing was
+    cancelled or taken over."""
+    ids = list(run_ids)
+    if not ids:
         return {}
-    runs = session.scalars(select(Run).where(Run.id.in_(held)).execution_options(populate_existing=True))
-    return {r.id: r for r in runs}
+    now = now or utcnow()
+    stmt = (
+        update(Run)
+        .where(Run.id.in_(ids), _mine(owner))
+        .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
+        .returning(Run)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    return {r.id: r for r in session.scalars(stmt)}
 
 
 def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_attempt: bool) -> bool:
