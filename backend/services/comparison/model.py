@@ -1,0 +1,354 @@
+"""What a comparison is: its options and its result dataclasses, which the API, the reports and the
+charts read. They hold the analysis dataclasses themselves, so chart functions take them directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from backend.analysis.ablation import LadderAnalysis
+from backend.analysis.factorial import FactorialAnalysis, FactorialDesign
+from backend.analysis.manifest import ManifestDiff
+from backend.analysis.regression import (
+    TEST_NAME,
+    LookbackResult,
+    RegressionResult,
+    ReleasePair,
+    compare_releases_many,
+)
+from backend.analysis.stats import DEFAULT_N_RESAMPLES
+from backend.services.comparison.jsontext import fields_of, to_jsonable
+
+SCHEMA_VERSION = "1.0"
+
+# The default ladder (DESIGN.md): breaks ties in ladder order when variants carry no position.
+DEFAULT_LADDER: tuple[str, ...] = (
+    "Base",
+    "Base+ACCL",
+    "AC2+ACCL",
+    "AC2+ACCL+CompilerOpt",
+    "AC2+ACCL+CompilerOpt+CkptOpt",
+)
+BASE_VARIANT = "Base"
+# The first of each group that a release has is analysed; other metrics stay in the per-run export.
+PRIMARY_METRICS: tuple[str, ...] = ("throughput_tokens_per_s", "throughput_samples_per_s", "step_time_s")
+MEMORY_METRICS: tuple[str, ...] = ("peak_memory_gib", "peak_memory_reserved_gib")
+INTERVAL_METHOD = "percentile bootstrap of the median (ratio of medians for two samples)"
+
+
+@dataclass(frozen=True)
+class ComparisonOptions:
+    """Thresholds and statistical settings; stored in the result so a report states its method."""
+
+    threshold_pct: float = 3.0
+    alpha: float = 0.05
+    confidence: float = 0.95
+    n_resamples: int = DEFAULT_N_RESAMPLES
+    seed: int = 0
+    lookback: int = 5
+    z_threshold: float = 2.0
+    noisy_cv: float = 0.05
+    min_n: int = 3
+    # None: the primary and memory metric the release has (see PRIMARY_METRICS, MEMORY_METRICS).
+    metrics: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> ComparisonOptions:
+        """Defaults from :class:`backend.config.Settings` (threshold there is a fraction: 0.03 = 3%)."""
+        values: dict[str, Any] = {
+            "threshold_pct": float(settings.regression_threshold) * 100.0,
+            "alpha": float(settings.significance_alpha),
+            "lookback": int(settings.lookback_releases),
+            "noisy_cv": float(settings.noisy_cv),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def method_info(self) -> MethodInfo:
+        return MethodInfo(
+            interval=INTERVAL_METHOD,
+            confidence=self.confidence,
+            n_resamples=self.n_resamples,
+            seed=self.seed,
+            test=TEST_NAME,
+            alpha=self.alpha,
+            threshold_pct=self.threshold_pct,
+            lookback=self.lookback,
+            z_threshold=self.z_threshold,
+            noisy_cv=self.noisy_cv,
+            min_n=self.min_n,
+        )
+
+    def compare(self, pairs: Sequence[ReleasePair]) -> list[RegressionResult]:
+        """Every baseline/contender check at once, with these settings: their bootstraps run batched."""
+        return compare_releases_many(
+            pairs,
+            threshold_pct=self.threshold_pct,
+            alpha=self.alpha,
+            confidence=self.confidence,
+            n_resamples=self.n_resamples,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    id: int
+    ref: str
+    image: str
+    tag: str
+    platform: str
+    release_date: str | None
+    manifest: dict[str, Any]
+    driver_requirements: dict[str, Any]
+    features: tuple[str, ...]
+    fixes: tuple[str, ...]
+    known_issues: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    name: str
+    position: int
+    factors: tuple[str, ...]
+    env: dict[str, Any]
+    image: str | None
+    description: str | None
+    n_succeeded: int
+    # key -> sorted distinct values over the variant's succeeded runs in this release
+    environment: dict[str, tuple[str, ...]]
+    provenance: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    name: str
+    framework: str | None
+    model: str | None
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    zero_stage: int | None
+    seq_len: int | None
+    micro_batch: int | None
+    global_batch: int | None
+    precision: str | None
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    name: str
+    accelerator: str
+    device_model: str | None
+    nodes: int
+    devices_per_node: int
+    interconnect: str | None
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    run_id: int
+    repeat: int
+    status: str
+    failure_kind: str | None
+    error: str | None  # first line only: the run page has the rest
+
+
+@dataclass(frozen=True)
+class CellStatus:
+    """Runs of one cluster x workload x variant in this release, by status."""
+
+    cluster: str
+    workload: str
+    variant: str
+    succeeded: int
+    failed: int
+    cancelled: int
+    pending: int  # queued or running
+    repeats: tuple[int, ...]  # repeat numbers of the succeeded runs
+    not_succeeded: tuple[FailedRun, ...]
+
+
+@dataclass(frozen=True)
+class LadderEntry:
+    cluster: str
+    workload: str
+    metric: str
+    analysis: LadderAnalysis
+
+
+@dataclass(frozen=True)
+class FactorialEntry:
+    """Main effects and two-way interactions of the release's factorial design, one cell and metric."""
+
+    cluster: str
+    workload: str
+    metric: str
+    analysis: FactorialAnalysis
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    release: str
+    n: int
+    median: float
+
+
+@dataclass(frozen=True)
+class ReleaseDelta:
+    """One cell and metric, this release against the baseline release, plus the lookback check."""
+
+    cluster: str
+    workload: str
+    variant: str
+    metric: str
+    unit: str
+    status: str  # compared | no baseline release | no baseline data | no data in this release
+    result: RegressionResult | None
+    lookback: LookbackResult | None
+    history: tuple[HistoryPoint, ...]  # lookback releases with data, oldest first
+
+    @property
+    def verdict(self) -> str | None:
+        return self.result.verdict if self.result else None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: int
+    release: str
+    cluster: str
+    workload: str
+    variant: str
+    repeat: int
+    status: str
+    metrics: dict[str, tuple[float, str]]  # name -> (value, unit), sorted by name
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    interval: str
+    confidence: float
+    n_resamples: int
+    seed: int
+    test: str
+    alpha: float
+    threshold_pct: float
+    lookback: int
+    z_threshold: float
+    noisy_cv: float
+    min_n: int
+    runs_used: str = "succeeded runs only; one summary value per run and metric"
+
+
+@dataclass(frozen=True)
+class ReleaseComparison:
+    """Everything about one release against its baseline; ``to_json_dict()`` is the API body."""
+
+    release: ReleaseInfo
+    baseline: ReleaseInfo | None
+    baseline_source: str  # previous | explicit | none
+    lookback_releases: tuple[str, ...]  # oldest first
+    method: MethodInfo
+    metrics: tuple[str, ...]
+    primary_metric: str | None
+    memory_metric: str | None
+    baseline_variant: str | None
+    clusters: tuple[ClusterInfo, ...]
+    workloads: tuple[WorkloadInfo, ...]
+    variants: tuple[VariantInfo, ...]  # ladder order
+    cells: tuple[CellStatus, ...]
+    ladders: tuple[LadderEntry, ...]
+    # The variants' factor sets cover every on/off combination of these factors (None: they don't).
+    factorial_design: FactorialDesign | None
+    factorial_note: str  # e.g. "2x2 factorial (ckpt_opt x compiler_opt)" or "not a factorial design"
+    factorials: tuple[FactorialEntry, ...]  # per cluster x workload x metric; empty when not factorial
+    deltas: tuple[ReleaseDelta, ...]
+    manifest_diff: ManifestDiff | None
+    runs: tuple[RunRecord, ...]  # this release and the baseline release
+    missing: tuple[str, ...]  # what the reader should know is not there
+    schema_version: str = SCHEMA_VERSION
+    kind: str = "release"
+
+    def ladder_map(self, cluster: str, metric: str) -> dict[str, LadderAnalysis]:
+        """workload -> ladder, as the chart functions take it (workload order of the release)."""
+        return {e.workload: e.analysis for e in self.ladders if e.cluster == cluster and e.metric == metric}
+
+    def factorial_map(self, cluster: str, metric: str) -> dict[str, FactorialAnalysis]:
+        """workload -> factorial analysis (workload order of the release); empty when not factorial."""
+        return {
+            e.workload: e.analysis for e in self.factorials if e.cluster == cluster and e.metric == metric
+        }
+
+    def verdict_counts(self, metric: str | None = None) -> dict[str, int]:
+        counts = {"improved": 0, "regressed": 0, "unchanged": 0, "not compared": 0}
+        for d in self.deltas:
+            if metric is None or d.metric == metric:
+                counts[d.verdict or "not compared"] += 1
+        return counts
+
+    @property
+    def regressions(self) -> tuple[ReleaseDelta, ...]:
+        return tuple(d for d in self.deltas if d.verdict == "regressed")
+
+    @property
+    def suspects(self) -> tuple[str, ...]:
+        """Components changed since the baseline, e.g. "vllm 0.12.0 -> 0.16.0": where to look first."""
+        return suspects_of(self.manifest_diff)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return to_jsonable(self.json_body())
+
+    def json_body(self) -> dict[str, Any]:
+        """The API body before conversion: fields (still dataclasses) plus the derived summaries."""
+        out = fields_of(self)
+        out["verdict_counts"] = {m: self.verdict_counts(m) for m in self.metrics}
+        out["suspects"] = list(self.suspects)
+        return out
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """One side of a two-set comparison: how it was chosen and which runs it holds."""
+
+    label: str
+    run_ids: tuple[int, ...]
+    releases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunSetComparison:
+    """Two arbitrary sets of runs, cell against cell (see :func:`compare_run_sets`)."""
+
+    baseline: RunSet
+    contender: RunSet
+    method: MethodInfo
+    metrics: tuple[str, ...]
+    deltas: tuple[ReleaseDelta, ...]
+    manifest_diff: ManifestDiff | None
+    missing: tuple[str, ...]
+    schema_version: str = SCHEMA_VERSION
+    kind: str = "runs"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return to_jsonable(self.json_body())
+
+    def json_body(self) -> dict[str, Any]:
+        out = fields_of(self)
+        out["suspects"] = list(suspects_of(self.manifest_diff))
+        return out
+
+
+def suspects_of(diff: ManifestDiff | None) -> tuple[str, ...]:
+    if diff is None:
+        return ()
+    out = []
+    for c in diff.changed:
+        if c.old is None:
+            out.append(f"{c.name} added ({c.new})")
+        elif c.new is None:
+            out.append(f"{c.name} removed ({c.old})")
+        else:
+            out.append(f"{c.name} {c.old} -> {c.new}")
+    return tuple(out)

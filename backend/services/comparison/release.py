@@ -1,0 +1,482 @@
+"""One release against its baseline release: database rows -> analysis inputs -> :class:`ReleaseComparison`.
+
+Loading is a fixed number of queries whatever the size of the release: the release, its image
+family, one query joining runs and run_metrics for the release and its baseline, one narrow query
+for the lookback releases (succeeded runs, analysed metrics only), one for the release's run
+environments, and one per catalog table in use. Only succeeded runs enter the statistics; every
+other run is counted per cell and reported as missing.
+
+The analysis runs once per build, batched: every ladder of the release in one
+``analyze_ladders`` call and every release-over-release check in one ``compare_releases_many``
+call, so the bootstraps run in a handful of vectorised ``scipy.stats.bootstrap`` calls. Nothing is
+memoised: a build after new data costs the same as any other.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.analysis.ablation import LadderInput, analyze_ladders
+from backend.analysis.factorial import (
+    FactorialDesign,
+    analyze_factorial,
+    factors_from_variant,
+    find_factorial_design,
+)
+from backend.analysis.metrics import describe_metric
+from backend.analysis.regression import LookbackResult, ReleasePair, lookback
+from backend.db.models import Release, Run, RunStatus, Variant
+from backend.services import catalog
+from backend.services.comparison.loading import (
+    Catalog,
+    Cell,
+    Rows,
+    history_values,
+    load_catalog,
+    load_rows,
+    metric_units,
+    pick_metrics,
+    values_by_release,
+)
+from backend.services.comparison.model import (
+    BASE_VARIANT,
+    DEFAULT_LADDER,
+    MEMORY_METRICS,
+    PRIMARY_METRICS,
+    CellStatus,
+    ClusterInfo,
+    ComparisonOptions,
+    FactorialEntry,
+    FailedRun,
+    HistoryPoint,
+    LadderEntry,
+    ReleaseComparison,
+    ReleaseDelta,
+    ReleaseInfo,
+    RunRecord,
+    VariantInfo,
+    WorkloadInfo,
+)
+from backend.services.comparison.releases import manifest_diff, order_family
+from backend.services.errors import ValidationProblem
+
+
+def _release_info(r: Release) -> ReleaseInfo:
+    notes = r.notes or {}
+    return ReleaseInfo(
+        id=r.id,
+        ref=r.ref,
+        image=r.image,
+        tag=r.tag,
+        platform=r.platform,
+        release_date=r.release_date.isoformat() if r.release_date else None,
+        manifest=dict(sorted((r.manifest or {}).items())),
+        driver_requirements=dict(sorted((r.driver_requirements or {}).items())),
+        features=tuple(str(x) for x in notes.get("features") or ()),
+        fixes=tuple(str(x) for x in notes.get("fixes") or ()),
+        known_issues=tuple(str(x) for x in notes.get("known_issues") or ()),
+    )
+
+
+def _distinct(values: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
+    seen: dict[str, set[str]] = defaultdict(set)
+    for mapping in values:
+        for k, v in (mapping or {}).items():
+            seen[str(k)].add(v if isinstance(v, str) else json.dumps(v, sort_keys=True))
+    return {k: tuple(sorted(seen[k])) for k in sorted(seen)}
+
+
+def _first_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:300] or None
+
+
+def build_release_comparison(
+    session: Session,
+    ref: str,
+    *,
+    baseline_ref: str | None = None,
+    options: ComparisonOptions | None = None,
+) -> ReleaseComparison:
+    """The comparison of release ``ref`` (``image:tag``) against ``baseline_ref`` or its previous tag.
+
+    Raises :class:`NotFound` for an unknown release. Never fails on a partial release: what is
+    missing is listed in ``missing`` and per cell in ``cells``.
+    """
+    opts = options or ComparisonOptions()
+    release = catalog.get_release(session, ref)
+    family = order_family(session.scalars(select(Release).where(Release.image == release.image)))
+    index = next(i for i, r in enumerate(family) if r.id == release.id)
+    history = family[max(0, index - opts.lookback) : index] if opts.lookback > 0 else []
+    if baseline_ref is not None:
+        baseline: Release | None = catalog.get_release(session, baseline_ref, "baseline")
+        source = "explicit"
+        if baseline.id == release.id:
+            raise ValidationProblem.at("baseline", "a release cannot be compared with itself")
+    else:
+        baseline = family[index - 1] if index > 0 else None
+        source = "previous" if baseline else "none"
+
+    ids = [release.id] + ([baseline.id] if baseline else [])
+    rows = load_rows(session, release_ids=ids)
+    cat = load_catalog(session, rows, [release, *([baseline] if baseline else []), *history])
+    by_release = values_by_release(rows, cat)
+    present = {m for cell in by_release.get(release.id, {}).values() for m in cell}
+    metrics = pick_metrics(present, opts.metrics)
+    by_release.update(history_values(session, [r.id for r in history if r.id not in ids], metrics, cat))
+    env_rows = session.execute(
+        select(Run.id, Run.variant_id, Run.status, Run.environment, Run.provenance, Run.error).where(
+            Run.release_id == release.id
+        )
+    ).all()
+    return _assemble(release, baseline, source, history, rows, cat, env_rows, opts, by_release, metrics)
+
+
+def _assemble(
+    release: Release,
+    baseline: Release | None,
+    source: str,
+    history: Sequence[Release],
+    rows: Rows,
+    cat: Catalog,
+    env_rows: Sequence[Any],
+    opts: ComparisonOptions,
+    by_release: Mapping[int, Mapping[Cell, Mapping[str, list[float]]]],
+    metrics: tuple[str, ...],
+) -> ReleaseComparison:
+    missing: list[str] = []
+    current_runs = {rid: r for rid, r in rows.runs.items() if r[0] == release.id}
+    values = by_release.get(release.id, {})
+    units = metric_units(rows)
+
+    # Grid of this release: what was run (in any state), in ladder order.
+    release_variants = sorted({cat.variants[r[3]] for r in current_runs.values()}, key=cat.variant_key)
+    base = _baseline_variant(release_variants)
+    by_name = {v.name: v for v in cat.variants.values()}
+    variant_names = [v.name for v in release_variants]
+    if base is not None and base not in variant_names:
+        variant_names.insert(0, base)  # a ladder without its Base still shows the empty first rung
+    clusters = sorted({cat.clusters[r[1]] for r in current_runs.values()}, key=lambda c: c.name)
+    workloads = sorted({cat.workloads[r[2]] for r in current_runs.values()}, key=lambda w: w.name)
+    grid: dict[str, list[str]] = {
+        c.name: sorted({cat.workloads[r[2]].name for r in current_runs.values() if r[1] == c.id})
+        for c in clusters
+    }
+
+    cells = _cells(current_runs, cat, env_rows, grid, variant_names)
+    if not current_runs:
+        missing.append("no runs recorded for this release")
+    elif not any(c.succeeded for c in cells):
+        missing.append("no succeeded runs: no statistics")
+    if base is not None and current_runs and not any(c.succeeded for c in cells if c.variant == base):
+        missing.append(f"no succeeded {base} runs: speed-ups over {base} cannot be computed")
+    for c in cells:
+        where = f"{c.variant} on {c.workload} ({c.cluster})"
+        bad = len(c.not_succeeded)
+        if c.succeeded == 0:
+            tail = f" ({bad} not succeeded)" if bad else ""
+            missing.append(f"{where}: no succeeded runs{tail}")
+        else:
+            if bad:
+                missing.append(f"{where}: {bad} of {c.succeeded + bad} runs did not succeed")
+            if c.succeeded == 1:
+                missing.append(f"{where}: one repeat only: no interval, no significance test")
+    for cell, by_metric in sorted(values.items()):
+        for m in metrics:
+            if m not in by_metric:
+                missing.append(f"{cell[2]} on {cell[1]} ({cell[0]}): metric {m} not reported")
+
+    ladders = _ladders(values, grid, variant_names, base, metrics, units, opts)
+    design = _factorial_design(release_variants)
+    factorials = _factorials(values, grid, design, metrics, units, opts) if design else ()
+    deltas = _deltas(by_release, cat, release, baseline, history, metrics, units, opts, missing)
+    diff = None
+    if baseline is not None:
+        diff = manifest_diff(baseline, release)
+    else:
+        missing.append(f"no earlier release of {release.image}: no release-over-release comparison")
+
+    run_records = _run_records(rows, cat, [release] + ([baseline] if baseline else []))
+    by_variant = defaultdict(list)
+    for rid, var_id, status, env, prov, _err in env_rows:
+        if status == RunStatus.succeeded:
+            by_variant[var_id].append((rid, env, prov))
+    variant_infos = tuple(_variant_info(name, by_name.get(name), by_variant) for name in variant_names)
+    return ReleaseComparison(
+        release=_release_info(release),
+        baseline=_release_info(baseline) if baseline else None,
+        baseline_source=source,
+        lookback_releases=tuple(r.ref for r in history),
+        method=opts.method_info(),
+        metrics=metrics,
+        primary_metric=next((m for m in metrics if m in PRIMARY_METRICS), metrics[0] if metrics else None),
+        memory_metric=next((m for m in metrics if m in MEMORY_METRICS), None),
+        baseline_variant=base,
+        clusters=tuple(
+            ClusterInfo(c.name, c.accelerator, c.device_model, c.nodes, c.devices_per_node, c.interconnect)
+            for c in clusters
+        ),
+        workloads=tuple(
+            WorkloadInfo(
+                w.name,
+                w.framework,
+                w.model,
+                w.data_parallel,
+                w.tensor_parallel,
+                w.pipeline_parallel,
+                w.zero_stage,
+                w.seq_len,
+                w.micro_batch,
+                w.global_batch,
+                w.precision,
+            )
+            for w in workloads
+        ),
+        variants=variant_infos,
+        cells=tuple(cells),
+        ladders=ladders,
+        factorial_design=design,
+        factorial_note=design.label if design else "not a factorial design",
+        factorials=factorials,
+        deltas=deltas,
+        manifest_diff=diff,
+        runs=run_records,
+        missing=tuple(missing),
+    )
+
+
+def _baseline_variant(release_variants: Sequence[Variant]) -> str | None:
+    """The rung speed-ups are relative to.
+
+    "Base" whenever the release runs the default ladder, even when no Base run exists (the report
+    then says Base is missing, rather than quietly measuring against the next rung). Otherwise the
+    first variant with no factors switched on, else the first variant in ladder order.
+    """
+    names = [v.name for v in release_variants]
+    if BASE_VARIANT in names or any(n in DEFAULT_LADDER for n in names):
+        return BASE_VARIANT
+    first = next((v for v in release_variants if not v.factors), None)
+    return first.name if first else (names[0] if names else None)
+
+
+def _variant_info(name: str, variant: Variant | None, by_variant: Mapping[int, list[tuple]]) -> VariantInfo:
+    runs = sorted(by_variant.get(variant.id, [])) if variant else []
+    return VariantInfo(
+        name=name,
+        position=variant.position if variant else 0,
+        factors=tuple(variant.factors or ()) if variant else (),
+        env=dict(sorted((variant.env or {}).items())) if variant else {},
+        image=variant.image if variant else None,
+        description=variant.description if variant else None,
+        n_succeeded=len(runs),
+        environment=_distinct(env for _, env, _ in runs),
+        provenance=_distinct(prov for _, _, prov in runs),
+    )
+
+
+def _cells(
+    current_runs: Mapping[int, tuple],
+    cat: Catalog,
+    env_rows: Sequence[Any],
+    grid: Mapping[str, list[str]],
+    variant_names: list[str],
+) -> list[CellStatus]:
+    errors = {rid: err for rid, _v, _s, _e, _p, err in env_rows}
+    by_cell: dict[Cell, list[tuple[int, int, str, str | None]]] = defaultdict(list)
+    for rid, (_rel, cl, wl, var, rep, status, kind) in current_runs.items():
+        by_cell[(cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)].append(
+            (rid, rep, status, kind)
+        )
+    out = []
+    for cluster, workloads in grid.items():
+        for workload in workloads:
+            for variant in variant_names:
+                runs = sorted(by_cell.get((cluster, workload, variant), []))
+                count = {s: sum(1 for r in runs if r[2] == s) for s in RunStatus}
+                out.append(
+                    CellStatus(
+                        cluster=cluster,
+                        workload=workload,
+                        variant=variant,
+                        succeeded=count[RunStatus.succeeded],
+                        failed=count[RunStatus.failed],
+                        cancelled=count[RunStatus.cancelled],
+                        pending=count[RunStatus.queued] + count[RunStatus.running],
+                        repeats=tuple(sorted(r[1] for r in runs if r[2] == RunStatus.succeeded)),
+                        not_succeeded=tuple(
+                            FailedRun(rid, rep, status, kind, _first_line(errors.get(rid)))
+                            for rid, rep, status, kind in runs
+                            if status != RunStatus.succeeded
+                        ),
+                    )
+                )
+    return out
+
+
+def _ladders(
+    values: Mapping[Cell, Mapping[str, list[float]]],
+    grid: Mapping[str, list[str]],
+    variant_names: list[str],
+    base: str | None,
+    metrics: Sequence[str],
+    units: Mapping[str, str],
+    opts: ComparisonOptions,
+) -> tuple[LadderEntry, ...]:
+    keys: list[tuple[str, str, str]] = []
+    inputs: list[LadderInput] = []
+    for cluster, workloads in grid.items():
+        for metric in metrics:
+            unit = units.get(metric) or describe_metric(metric).unit
+            for workload in workloads:
+                # Every variant of the release is a rung, empty or not, so gaps show in the ladder.
+                rungs = tuple(
+                    (v, values.get((cluster, workload, v), {}).get(metric, ())) for v in variant_names
+                )
+                keys.append((cluster, workload, metric))
+                inputs.append(LadderInput(rungs, metric, unit, base))
+    # One batched analysis for the whole release: its bootstraps run in a few vectorised calls.
+    analyses = analyze_ladders(
+        inputs,
+        alpha=opts.alpha,
+        confidence=opts.confidence,
+        n_resamples=opts.n_resamples,
+        seed=opts.seed,
+        noisy_cv=opts.noisy_cv,
+        min_n=opts.min_n,
+    )
+    return tuple(LadderEntry(*k, a) for k, a in zip(keys, analyses, strict=True))
+
+
+def _factorial_design(release_variants: Sequence[Variant]) -> FactorialDesign | None:
+    """The full-factorial design among the release's variants, by their ``factors`` (the Variant
+    rows); only when no variant declares any factor, by the factors their names spell
+    ("+CompilerOpt+CkptOpt"), as results posted without factors have."""
+    declared = [(v.name, tuple(v.factors or ())) for v in release_variants]
+    if not any(f for _, f in declared):
+        declared = [(v.name, tuple(sorted(factors_from_variant(v.name)))) for v in release_variants]
+    return find_factorial_design(declared)
+
+
+def _factorials(
+    values: Mapping[Cell, Mapping[str, list[float]]],
+    grid: Mapping[str, list[str]],
+    design: FactorialDesign,
+    metrics: Sequence[str],
+    units: Mapping[str, str],
+    opts: ComparisonOptions,
+) -> tuple[FactorialEntry, ...]:
+    out = []
+    for cluster, workloads in grid.items():
+        for metric in metrics:
+            unit = units.get(metric) or describe_metric(metric).unit
+            for workload in workloads:
+                cells = [
+                    (on, values.get((cluster, workload, variant), {}).get(metric, ()))
+                    for variant, on in design.cells
+                ]
+                analysis = analyze_factorial(
+                    cells, metric, unit=unit, factors=design.factors, confidence=opts.confidence
+                )
+                out.append(FactorialEntry(cluster, workload, metric, analysis))
+    return tuple(out)
+
+
+def _deltas(
+    by_release: Mapping[int, Mapping[Cell, Mapping[str, list[float]]]],
+    cat: Catalog,
+    release: Release,
+    baseline: Release | None,
+    history: Sequence[Release],
+    metrics: Sequence[str],
+    units: Mapping[str, str],
+    opts: ComparisonOptions,
+    missing: list[str],
+) -> tuple[ReleaseDelta, ...]:
+    values = by_release.get(release.id, {})
+    base_values = by_release.get(baseline.id, {}) if baseline else {}
+    hist_values = [(r.ref, by_release.get(r.id, {})) for r in history]
+    rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
+    cells = sorted(set(values) | set(base_values), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2]))))
+    rows: list[tuple[Cell, str, str, str, int | None, LookbackResult | None, tuple[HistoryPoint, ...]]] = []
+    pairs: list[ReleasePair] = []
+    no_baseline_data = 0
+    for cell in cells:
+        for metric in metrics:
+            unit = units.get(metric) or describe_metric(metric).unit
+            new = tuple(sorted(values.get(cell, {}).get(metric, ())))
+            old = tuple(sorted(base_values.get(cell, {}).get(metric, ())))
+            points = tuple(
+                HistoryPoint(ref, len(v), float(statistics.median(v)))  # a handful of values: no numpy
+                for ref, hv in hist_values
+                if (v := hv.get(cell, {}).get(metric))
+            )
+            result: int | None = None
+            look = None
+            if baseline is None:
+                status = "no baseline release"
+            elif not new:
+                if cell not in values:
+                    missing.append(
+                        f"{cell[2]} on {cell[1]} ({cell[0]}): in {baseline.ref} but not in this release"
+                    )
+                status = "no data in this release"
+            elif not old:
+                status = "no baseline data"
+                no_baseline_data += 1
+            else:
+                status = "compared"
+                result = len(pairs)
+                pairs.append(ReleasePair(old, new, metric, unit))
+            if new and points:
+                look = lookback(
+                    float(statistics.median(new)),
+                    [p.median for p in points],
+                    opts.lookback,
+                    metric=metric,
+                    unit=unit,
+                    z_threshold=opts.z_threshold,
+                )
+            if new or old:
+                rows.append((cell, metric, unit, status, result, look, points))
+    if baseline is not None and no_baseline_data:
+        missing.append(f"{no_baseline_data} cell/metric pairs have no succeeded runs in {baseline.ref}")
+    results = opts.compare(pairs)
+    return tuple(
+        ReleaseDelta(*cell, metric, unit, status, None if i is None else results[i], look, points)
+        for cell, metric, unit, status, i, look, points in rows
+    )
+
+
+def _run_records(rows: Rows, cat: Catalog, releases: Sequence[Release]) -> tuple[RunRecord, ...]:
+    order = {r.id: i for i, r in enumerate(releases)}
+    records = []
+    for rid, (rel, cl, wl, var, rep, status, _kind) in rows.runs.items():
+        if rel not in order:
+            continue
+        records.append(
+            RunRecord(
+                run_id=rid,
+                release=cat.releases[rel].ref,
+                cluster=cat.clusters[cl].name,
+                workload=cat.workloads[wl].name,
+                variant=cat.variants[var].name,
+                repeat=rep,
+                status=status,
+                metrics=dict(sorted(rows.metrics.get(rid, {}).items())),
+            )
+        )
+    vorder = {v.name: cat.variant_key(v) for v in cat.variants.values()}
+    rank = {r.ref: i for r, i in ((r, order[r.id]) for r in releases)}
+    records.sort(
+        key=lambda r: (rank[r.release], r.cluster, r.workload, vorder[r.variant], r.repeat, r.run_id)
+    )
+    return tuple(records)

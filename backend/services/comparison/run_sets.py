@@ -1,0 +1,141 @@
+"""Two arbitrary sets of runs (releases, studies or run ids), compared cell against cell."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.analysis.metrics import describe_metric
+from backend.analysis.regression import ReleasePair
+from backend.db.models import Release, Run, RunStatus, Study
+from backend.services import catalog
+from backend.services.comparison.loading import Cell, load_catalog, load_rows, metric_units, pick_metrics
+from backend.services.comparison.model import ComparisonOptions, ReleaseDelta, RunSet, RunSetComparison
+from backend.services.comparison.releases import manifest_diff
+from backend.services.errors import NotFound, ValidationProblem
+
+
+def parse_run_ids(text: str, loc: str) -> list[int]:
+    """``"1,2,3"`` -> [1, 2, 3]; refuses anything but positive integers."""
+    try:
+        ids = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise ValidationProblem.at(loc, f"expected comma-separated run ids, got {text!r}") from None
+    if not ids or any(i < 1 for i in ids):
+        raise ValidationProblem.at(loc, f"expected comma-separated positive run ids, got {text!r}")
+    if len(ids) > 10_000:
+        raise ValidationProblem.at(loc, "at most 10000 run ids")
+    return sorted(set(ids))
+
+
+def release_run_ids(session: Session, ref: str, loc: str) -> list[int]:
+    release = catalog.get_release(session, ref, loc)
+    return list(session.scalars(select(Run.id).where(Run.release_id == release.id).order_by(Run.id)))
+
+
+def study_run_ids(session: Session, study_id: int, loc: str) -> list[int]:
+    if session.get(Study, study_id) is None:
+        raise NotFound.at(loc, f"study {study_id} does not exist")
+    return list(session.scalars(select(Run.id).where(Run.study_id == study_id).order_by(Run.id)))
+
+
+def compare_run_sets(
+    session: Session,
+    baseline_ids: Sequence[int],
+    contender_ids: Sequence[int],
+    *,
+    baseline_label: str = "baseline",
+    contender_label: str = "contender",
+    options: ComparisonOptions | None = None,
+) -> RunSetComparison:
+    """Compare two sets of runs cell by cell (cluster, workload, variant).
+
+    When each set holds exactly one cell they are compared with each other whatever their names
+    (e.g. three runs of one variant against three of another). Otherwise cells are paired by
+    equal (cluster, workload, variant); unpaired cells are listed in ``missing``. Unknown run ids
+    are a 404; runs that did not succeed are left out of the statistics and listed.
+    """
+    opts = options or ComparisonOptions()
+    ids = sorted(set(baseline_ids) | set(contender_ids))
+    rows = load_rows(session, run_ids=ids)
+    unknown = sorted(set(ids) - set(rows.runs))
+    if unknown:
+        raise NotFound.at("runs", f"run(s) {', '.join(map(str, unknown[:20]))} do not exist")
+    release_ids = sorted({r[0] for r in rows.runs.values()})
+    releases = list(session.scalars(select(Release).where(Release.id.in_(release_ids))))
+    cat = load_catalog(session, rows, releases)
+    missing: list[str] = []
+
+    def side(run_ids: Sequence[int], label: str) -> tuple[RunSet, dict[Cell, dict[str, list[float]]]]:
+        cells: dict[Cell, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for rid in sorted(set(run_ids)):
+            _rel, cl, wl, var, _rep, status, _kind = rows.runs[rid]
+            cell = (cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)
+            if status != RunStatus.succeeded:
+                missing.append(f"{label}: run {rid} ({'/'.join(cell)}) is {status}: left out")
+                continue
+            for name, (value, _u) in rows.metrics.get(rid, {}).items():
+                cells[cell][name].append(value)
+        refs = sorted({cat.releases[rows.runs[r][0]].ref for r in run_ids})
+        return RunSet(label, tuple(sorted(set(run_ids))), tuple(refs)), cells
+
+    base_set, base_cells = side(baseline_ids, "baseline")
+    cont_set, cont_cells = side(contender_ids, "contender")
+    base_set = dataclasses.replace(base_set, label=baseline_label)
+    cont_set = dataclasses.replace(cont_set, label=contender_label)
+    present = {m for c in cont_cells.values() for m in c} & {m for c in base_cells.values() for m in c}
+    metrics = pick_metrics(present, opts.metrics)
+    units = metric_units(rows)
+
+    if len(base_cells) == 1 and len(cont_cells) == 1:
+        pairs = [(next(iter(base_cells)), next(iter(cont_cells)))]
+    else:
+        pairs = [(c, c) for c in sorted(set(base_cells) & set(cont_cells))]
+        for c in sorted(set(base_cells) - set(cont_cells)):
+            missing.append(f"baseline cell {'/'.join(c)} has no counterpart in the contender set")
+        for c in sorted(set(cont_cells) - set(base_cells)):
+            missing.append(f"contender cell {'/'.join(c)} has no counterpart in the baseline set")
+    if not pairs:
+        missing.append("no cells to compare")
+
+    delta_rows: list[tuple[tuple[str, ...], str, str, str, int | None]] = []
+    checks: list[ReleasePair] = []
+    for b_cell, c_cell in pairs:
+        label = (
+            c_cell
+            if b_cell == c_cell
+            else tuple(x if x == y else f"{y} vs {x}" for x, y in zip(b_cell, c_cell, strict=True))
+        )
+        for metric in metrics:
+            unit = units.get(metric) or describe_metric(metric).unit
+            old = tuple(sorted(base_cells[b_cell].get(metric, ())))
+            new = tuple(sorted(cont_cells[c_cell].get(metric, ())))
+            if old and new:
+                delta_rows.append((label, metric, unit, "compared", len(checks)))
+                checks.append(ReleasePair(old, new, metric, unit))
+            else:
+                status = "no baseline data" if new else "no data in this release"
+                delta_rows.append((label, metric, unit, status, None))
+    results = opts.compare(checks)
+    deltas = [
+        ReleaseDelta(*label, metric, unit, status, None if i is None else results[i], None, ())
+        for label, metric, unit, status, i in delta_rows
+    ]
+
+    diff = None
+    if len(base_set.releases) == 1 and len(cont_set.releases) == 1 and base_set.releases != cont_set.releases:
+        by_ref = {r.ref: r for r in releases}
+        diff = manifest_diff(by_ref[base_set.releases[0]], by_ref[cont_set.releases[0]])
+    return RunSetComparison(
+        baseline=base_set,
+        contender=cont_set,
+        method=opts.method_info(),
+        metrics=metrics,
+        deltas=tuple(deltas),
+        manifest_diff=diff,
+        missing=tuple(missing),
+    )
