@@ -89,10 +89,6 @@ def launch_local_ranks(spec: RunSpec, n: int, progress: ProgressCallback | None 
     return _run_ranks(specs, progress)
 
 
-CPU_MMAP_THRESHOLD_VAR = "MALLOC_MMAP_THRESHOLD_"
-CPU_MMAP_THRESHOLD = "65536"
-
-
 def _rank_env(spec: RunSpec, local_ranks: int) -> dict[str, str]:
     """The variables this runner adds to spec.env: rank wiring and, on CPU, a fair thread split."""
     extra = {
@@ -106,11 +102,6 @@ def _rank_env(spec: RunSpec, local_ranks: int) -> dict[str, str]:
     if spec.accelerator == "cpu" and local_ranks > 1 and "OMP_NUM_THREADS" not in spec.env:
         # Without this every rank starts one thread per core and they thrash each other.
         extra["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // local_ranks))
-    if spec.accelerator == "cpu" and CPU_MMAP_THRESHOLD_VAR not in spec.env:
-        # Peak RSS is the CPU memory metric. glibc raises its mmap threshold after the first large
-        # free, so later activations land in a heap it never returns and RSS peaks vary from run
-        # to run; a fixed threshold keeps large tensors mmapped and RSS close to live memory.
-        extra[CPU_MMAP_THRESHOLD_VAR] = CPU_MMAP_THRESHOLD
     return {**spec.env, **extra}
 
 

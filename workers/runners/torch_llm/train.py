@@ -180,7 +180,22 @@ def peak_memory_gib(device: torch.device) -> tuple[float, float | None]:
     """(peak allocated, peak reserved) on GPU; (peak RSS of this process, None) on CPU."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / GIB, torch.cuda.max_memory_reserved(device) / GIB
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB, None  # Linux: KiB
+    return peak_rss_bytes() / GIB, None
+
+
+def peak_rss_bytes() -> int:
+    """This process's own peak resident set size.
+
+    Linux: ``VmHWM``, the high-water mark of this process's address space. Not ``ru_maxrss``: Linux
+    carries that across fork and exec, so a run started by a large parent (a Ray worker, pytest)
+    would report the parent's RSS instead of its own.
+    """
+    with contextlib.suppress(OSError), open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
 
 
 def _reduce(values: list[float], op: dist.ReduceOp.RedOpType, device: torch.device) -> list[float]:
