@@ -6,9 +6,9 @@ returns a small dict and waits for all of them. The dispatcher side queues one s
 progress board, result recording through ``record_run_results`` and study status refresh, all included.
 Each side is preceded by a warm-up so Ray's worker start-up is not counted on either.
 
-    /work/venv/bin/python benchmarks/dispatch.py                      # SQLite file, 500 runs
-    /work/venv/bin/python benchmarks/dispatch.py --database-url postgresql+psycopg://postgres@127.0.0.1/bench
-    /work/venv/bin/python benchmarks/dispatch.py --runs 200 --concurrency 16
+    .venv/bin/python benchmarks/dispatch.py                         # a fresh SQLite file, 500 runs
+    .venv/bin/python benchmarks/dispatch.py --backend postgresql    # a fresh PostgreSQL database
+    .venv/bin/python benchmarks/dispatch.py --runs 200 --concurrency 16
 
 Prints figures; not a test. Aim: the dispatcher costs no more than twice bare Ray.
 """
@@ -16,6 +16,7 @@ Prints figures; not a test. Aim: the dispatcher costs no more than twice bare Ra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import tempfile
@@ -24,8 +25,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ray
+from ingest import fresh_database
 
 from backend.config import Settings
 from backend.db import migrate
@@ -105,13 +108,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=64, help="the dispatcher's max_concurrent_runs")
-    parser.add_argument("--database-url", default="", help="default: a fresh SQLite file")
+    parser.add_argument(
+        "--backend", choices=("sqlite", "postgresql"), default="sqlite", help="a fresh database of this kind"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     register_runner("noop", NoopRunner)  # create_study checks the runner by name
 
     tmp = Path(tempfile.mkdtemp(prefix="ablate-bench-"))
-    url = args.database_url or f"sqlite:///{tmp / 'bench.sqlite'}"
+    with contextlib.ExitStack() as stack:
+        if args.backend == "postgresql":
+            url = stack.enter_context(fresh_database())
+        else:
+            url = f"sqlite:///{tmp / 'bench.sqlite'}"
+        measure(args, tmp, url)
+
+
+def measure(args: argparse.Namespace, tmp: Path, url: str) -> None:
     database = Database.from_url(url)
     migrate.upgrade(database.engine)
     settings = Settings(

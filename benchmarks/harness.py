@@ -4,8 +4,8 @@ Both run in this process, on the same model, data and step count; each repetitio
 and alternates their order, and the figure per side is the median over repetitions of the median
 measured step time. The runner should be within ~3% of the bare loop.
 
-    /work/venv/bin/python benchmarks/harness.py --model small --seq-len 256 --batch 8 --reps 5
-    /work/venv/bin/python benchmarks/harness.py --full-runner   # also the real child-process runner
+    .venv/bin/python benchmarks/harness.py --model small --seq-len 256 --batch 8 --reps 5
+    .venv/bin/python benchmarks/harness.py --full-runner   # also the real child-process runner
 
 Prints figures; not a test.
 """
