@@ -8,6 +8,7 @@ the exact input that was refused.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Self
 
 from backend.errors import AblateError
 
@@ -37,11 +38,15 @@ class ProblemError(AblateError):
     def type(self) -> str:
         return f"urn:ablate:problem:{self.slug}"
 
+    @classmethod
+    def at(cls, loc: str, msg: str) -> Self:
+        """One failure at one field: the detail names it, and so does the field error."""
+        return cls(f"{loc}: {msg}", [FieldError(loc, msg)])
+
     def __str__(self) -> str:
-        if not self.errors:
-            return self.detail
-        fields = "; ".join(f"{e.loc}: {e.msg}" for e in self.errors)
-        return f"{self.detail} ({fields})"
+        # The field errors the detail does not already say (``at`` puts its one error in the detail).
+        extra = [text for text in (f"{e.loc}: {e.msg}" for e in self.errors) if text not in self.detail]
+        return f"{self.detail} ({'; '.join(extra)})" if extra else self.detail
 
 
 class ValidationProblem(ProblemError):
@@ -49,29 +54,17 @@ class ValidationProblem(ProblemError):
     title = "Invalid input"
     slug = "validation"
 
-    @classmethod
-    def at(cls, loc: str, msg: str) -> ValidationProblem:
-        return cls(f"{loc}: {msg}", [FieldError(loc, msg)])
-
 
 class NotFound(ProblemError):
     status = 404
     title = "Not found"
     slug = "not-found"
 
-    @classmethod
-    def at(cls, loc: str, msg: str) -> NotFound:
-        return cls(f"{loc}: {msg}", [FieldError(loc, msg)])
-
 
 class Conflict(ProblemError):
     status = 409
     title = "Conflict"
     slug = "conflict"
-
-    @classmethod
-    def at(cls, loc: str, msg: str) -> Conflict:
-        return cls(f"{loc}: {msg}", [FieldError(loc, msg)])
 
 
 class Unauthorized(ProblemError):
