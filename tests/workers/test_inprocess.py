@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi.testclient import TestClient
+import httpx
 
 from backend.api.app import create_app
 from backend.db.database import Database
 from backend.schemas.catalog import VariantDef, WorkloadDef
+from backend.server import bind_socket, start_background_server
 from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
 from tests.workers.test_faults import wait_for
 
@@ -19,16 +20,22 @@ TINY = WorkloadDef(name="tiny-serve", model="tiny", runner="torch-llm", seq_len=
 def test_lifespan_runs_a_dispatcher(ray_local: str, database: Database, tmp_path: Path) -> None:
     q = queue_study(database, cluster=CPU1, variants=[VariantDef(name="eager")], workloads=[TINY])
     app = create_app(make_settings(tmp_path), database, run_dispatcher=True)
-    with TestClient(app) as client:
+    server = start_background_server(app, bind_socket("127.0.0.1", 0))  # lifespan on, real HTTP
+    try:
         d = app.state.dispatcher
         assert d is not None and d._thread is not None and d._thread.is_alive()
         wait_for(lambda: runs_of(database, q.study_id)[0].status == "succeeded", 120, "the run")
-        body = client.get(f"/api/v1/studies/{q.study_id}").json()
+        body = httpx.get(f"{server.url}/api/v1/studies/{q.study_id}", timeout=30).json()
         assert body["status"] == "succeeded" and body["runs"][0]["progress"] == 1.0
-    assert d._thread is None  # stopped on shutdown
+    finally:
+        server.stop()
+    assert not server.alive and d._thread is None  # stopped on shutdown
 
 
 def test_no_dispatcher_when_switched_off(database: Database, tmp_path: Path) -> None:
     app = create_app(make_settings(tmp_path), database, run_dispatcher=False)
-    with TestClient(app):
+    server = start_background_server(app, bind_socket("127.0.0.1", 0))
+    try:
         assert app.state.dispatcher is None
+    finally:
+        server.stop()
