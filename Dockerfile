@@ -28,13 +28,14 @@ RUN if [ "$INSTALL_TORCH" = "true" ]; then \
         pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC"; \
     fi
 
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py constraints.txt README.md ./
 COPY backend ./backend
 COPY workers ./workers
 COPY migrations ./migrations
 COPY web ./web
-# Editable, so web/ and migrations/ are found beside the code as in a checkout.
-RUN pip install -e . \
+# A regular (non-editable) install: templates, static files and migrations are inside the package.
+# constraints.txt pins Ray (and the rest) to the versions the suite ran with.
+RUN pip install -c constraints.txt . \
     && useradd --create-home --uid 1000 ablate \
     && mkdir -p /data \
     && chown ablate:ablate /data

@@ -11,7 +11,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from backend.errors import AblateError
+from ablate.backend.errors import AblateError
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

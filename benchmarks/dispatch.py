@@ -30,16 +30,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ray
 from ingest import fresh_database
 
-from backend.config import Settings
-from backend.db import migrate
-from backend.db.database import Database
-from backend.db.models import Cluster, Run, Variant, Workload
-from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
-from backend.schemas.studies import StudyPlan
-from backend.services import catalog
-from backend.services.studies import create_study
-from workers.dispatcher import Dispatcher
-from workers.runners.base import ProgressCallback, RunResult, RunSpec, register_runner
+from ablate.backend.config import Settings
+from ablate.backend.db import migrate
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Cluster, Run, Variant, Workload
+from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import catalog
+from ablate.backend.services.studies import create_study
+from ablate.workers.dispatcher import Dispatcher
+from ablate.workers.runners.base import ProgressCallback, RunResult, RunSpec, register_runner
 
 
 class NoopRunner:

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from workers.runners.base import RunSpec, get_runner
-from workers.runners.torch_llm.config import TrainConfig
-from workers.runners.torch_llm.model import Transformer, lm_loss
-from workers.runners.torch_llm.train import build_trainer, run_training
+from ablate.workers.runners.base import RunSpec, get_runner
+from ablate.workers.runners.torch_llm.config import TrainConfig
+from ablate.workers.runners.torch_llm.model import Transformer, lm_loss
+from ablate.workers.runners.torch_llm.train import build_trainer, run_training
 
 
 def make_spec(args: argparse.Namespace, log_dir: str) -> RunSpec:

@@ -33,11 +33,11 @@ import httpx
 import numpy as np
 import psycopg
 
-from backend.db import migrate
-from backend.db.database import Database
-from backend.db.series_codec import pack
-from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
-from backend.services import catalog, tokens
+from ablate.backend.db import migrate
+from ablate.backend.db.database import Database
+from ablate.backend.db.series_codec import pack
+from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from ablate.backend.services import catalog, tokens
 
 ADMIN = os.environ.get("ABLATE_BENCH_PG", "host=127.0.0.1 user=postgres dbname=postgres")
 ABLATE = str(Path(sys.executable).with_name("ablate"))
@@ -96,7 +96,7 @@ def seed_catalog(url: str) -> str:
     db = Database.from_url(url)
     with db.transaction() as s:
         catalog.create_release(s, ReleaseCreate(image="training-nv-pytorch", tag="25.12", platform="gpu"))
-        from backend.db.models import Cluster, Variant, Workload
+        from ablate.backend.db.models import Cluster, Variant, Workload
 
         catalog.create_named(
             s, Cluster, ClusterDef(name="h200-2x8", accelerator="gpu", nodes=2, devices_per_node=8)

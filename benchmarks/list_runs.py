@@ -145,7 +145,7 @@ def main() -> None:
 
 
 def _cursor(before: int) -> str:
-    from backend.services.runs import encode_cursor
+    from ablate.backend.services.runs import encode_cursor
 
     return encode_cursor(before)
 

@@ -31,14 +31,14 @@ import uuid
 import psycopg
 from sqlalchemy import event
 
-from backend.analysis import stats
-from backend.db import migrate
-from backend.db.database import Database
-from backend.reports import render
-from backend.reports.json import render_json
-from backend.schemas.results import ResultsBatch
-from backend.services import comparison as svc
-from backend.services.ingest import submit_results
+from ablate.backend.analysis import stats
+from ablate.backend.db import migrate
+from ablate.backend.db.database import Database
+from ablate.backend.reports import render
+from ablate.backend.reports.json import render_json
+from ablate.backend.schemas.results import ResultsBatch
+from ablate.backend.services import comparison as svc
+from ablate.backend.services.ingest import submit_results
 
 ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
 IMAGE = "training-nv-pytorch"

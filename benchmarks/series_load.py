@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import Column, Float, Integer, MetaData, Table, insert, select
 
-from backend.db import migrate
-from backend.db.database import Database
-from backend.db.models import Cluster, Release, Run, RunSeries, Variant, Workload
-from backend.db.series_codec import pack, unpack
+from ablate.backend.db import migrate
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Cluster, Release, Run, RunSeries, Variant, Workload
+from ablate.backend.db.series_codec import pack, unpack
 
 ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
 

@@ -1,11 +1,11 @@
-"""Alembic environment: the engine comes from ``backend.db.migrate`` (or ABLATE_DATABASE_URL)."""
+"""Alembic environment: the engine comes from ``ablate.backend.db.migrate`` (or ABLATE_DATABASE_URL)."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from backend.db import models  # noqa: F401  (registers every table on the metadata)
-from backend.db.base import Base
+from ablate.backend.db import models  # noqa: F401  (registers every table on the metadata)
+from ablate.backend.db.base import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -14,8 +14,8 @@ target_metadata = Base.metadata
 def _engine():  # type: ignore[no-untyped-def]
     engine = config.attributes.get("engine")
     if engine is None:
-        from backend.config import get_settings
-        from backend.db.session import make_engine
+        from ablate.backend.config import get_settings
+        from ablate.backend.db.session import make_engine
 
         engine = make_engine(get_settings().resolved_database_url)
     return engine

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.db.database import Database
+from ablate.backend.db.database import Database
 from tests.support.databases import BACKENDS, DatabaseFactory, database_factory
 
 

@@ -7,7 +7,7 @@ One loop, one thread, no SQL in Ray. Each iteration it
    lost); every ``lease_s / 3`` it also re-queues runs of dead dispatchers whose lease expired;
 2. waits briefly on Ray for finished node tasks;
 3. in one transaction, records the runs that finished as one batch through
-   :func:`backend.services.ingest.record_run_results` (guarded by their leases), then claims as many
+   :func:`ablate.backend.services.ingest.record_run_results` (guarded by their leases), then claims as many
    queued runs as it has free slots (``max_concurrent_runs``), in ``queue_order``; after the commit it
    checks that the Ray cluster could ever place each claimed run (else it fails at once, naming what
    is missing), and submits it: one task per node, in a STRICT_SPREAD placement group for multi-node.
@@ -32,17 +32,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from backend.config import Settings
-from backend.db.base import utcnow
-from backend.db.database import Database
-from backend.db.models import Run
-from backend.services.ingest import InvalidResults, RunResultIn, record_run_results
-from backend.services.studies import refresh_study_statuses
-from workers import ray_runtime
-from workers.dispatch import claims
-from workers.envrules import plan_environment
-from workers.resources import NodeDemand, NodeInfo, demand_for, unplaceable_reason
-from workers.runners.base import Runner, RunResult, RunSpec
+from ablate.backend.config import Settings
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run
+from ablate.backend.services.ingest import InvalidResults, RunResultIn, record_run_results
+from ablate.backend.services.studies import refresh_study_statuses
+from ablate.workers import ray_runtime
+from ablate.workers.dispatch import claims
+from ablate.workers.envrules import plan_environment
+from ablate.workers.resources import NodeDemand, NodeInfo, demand_for, unplaceable_reason
+from ablate.workers.runners.base import Runner, RunResult, RunSpec
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from backend.config import Settings
-from workers.resources import NodeInfo
+from ablate.backend.config import Settings
+from ablate.workers.resources import NodeInfo
 
 log = logging.getLogger(__name__)
 NAMESPACE = "ablate"
@@ -44,7 +44,7 @@ def remote_node_task() -> Any:
     silently."""
     import ray
 
-    from workers.dispatch.task import run_node
+    from ablate.workers.dispatch.task import run_node
 
     return ray.remote(max_retries=0)(run_node)
 
@@ -52,7 +52,7 @@ def remote_node_task() -> Any:
 def remote_rendezvous() -> Any:
     import ray
 
-    from workers.dispatch.task import rendezvous
+    from ablate.workers.dispatch.task import rendezvous
 
     return ray.remote(num_cpus=0, max_retries=0)(rendezvous)
 
@@ -60,6 +60,6 @@ def remote_rendezvous() -> Any:
 def start_board() -> Any:
     import ray
 
-    from workers.dispatch.board import ProgressBoard
+    from ablate.workers.dispatch.board import ProgressBoard
 
     return ray.remote(num_cpus=0, max_restarts=-1)(ProgressBoard).remote()

@@ -1,10 +1,15 @@
 """Pure analysis: lists of numbers in, frozen dataclasses out. No database, no plotly, no I/O."""
 
-from backend.analysis.ablation import LadderAnalysis, VariantResult, analyze_ladder
-from backend.analysis.comparison import Comparison, compare_samples
-from backend.analysis.factorial import Effect, FactorialAnalysis, analyze_factorial, factors_from_variant
-from backend.analysis.manifest import ManifestDiff, PackageChange, compare_versions, diff_manifests
-from backend.analysis.metrics import (
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, analyze_ladder
+from ablate.backend.analysis.comparison import Comparison, compare_samples
+from ablate.backend.analysis.factorial import (
+    Effect,
+    FactorialAnalysis,
+    analyze_factorial,
+    factors_from_variant,
+)
+from ablate.backend.analysis.manifest import ManifestDiff, PackageChange, compare_versions, diff_manifests
+from ablate.backend.analysis.metrics import (
     KNOWN_METRICS,
     MetricDef,
     describe_metric,
@@ -16,8 +21,8 @@ from backend.analysis.metrics import (
     oriented_ratio,
     resolve_metric,
 )
-from backend.analysis.regression import LookbackResult, RegressionResult, compare_releases, lookback
-from backend.analysis.stats import Summary, summarize
+from ablate.backend.analysis.regression import LookbackResult, RegressionResult, compare_releases, lookback
+from ablate.backend.analysis.stats import Summary, summarize
 
 __all__ = [
     "KNOWN_METRICS",

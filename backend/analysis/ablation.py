@@ -16,9 +16,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.analysis.comparison import Comparison, Pair, compare_many
-from backend.analysis.metrics import Direction, describe_metric
-from backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, clean_values, summarize_many
+from ablate.backend.analysis.comparison import Comparison, Pair, compare_many
+from ablate.backend.analysis.metrics import Direction, describe_metric
+from ablate.backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, clean_values, summarize_many
 
 _ZERO_LOG_GAIN = 1e-9
 

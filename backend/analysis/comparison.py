@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.analysis.metrics import Direction, orient_ratio
-from backend.analysis.stats import (
+from ablate.backend.analysis.metrics import Direction, orient_ratio
+from ablate.backend.analysis.stats import (
     DEFAULT_N_RESAMPLES,
     bootstrap_median_cis,
     clean_values,

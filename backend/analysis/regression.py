@@ -24,8 +24,8 @@ from typing import Literal
 
 import numpy as np
 
-from backend.analysis.metrics import Direction, describe_metric
-from backend.analysis.stats import (
+from ablate.backend.analysis.metrics import Direction, describe_metric
+from ablate.backend.analysis.stats import (
     DEFAULT_N_RESAMPLES,
     bootstrap_median_cis,
     clean_values,

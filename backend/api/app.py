@@ -1,4 +1,4 @@
-"""The FastAPI application: routes are thin; logic lives in ``backend.services``."""
+"""The FastAPI application: routes are thin; logic lives in ``ablate.backend.services``."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from backend import __version__, web
-from backend.api import problems
-from backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
-from backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
-from backend.api.routes import comparison as comparison_routes
-from backend.config import Settings, get_settings
-from backend.db.database import Database
-from workers.dispatch.lifespan import dispatcher_lifespan
+from ablate.backend import __version__, web
+from ablate.backend.api import problems
+from ablate.backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
+from ablate.backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
+from ablate.backend.api.routes import comparison as comparison_routes
+from ablate.backend.config import Settings, get_settings
+from ablate.backend.db.database import Database
+from ablate.workers.dispatch.lifespan import dispatcher_lifespan
 
 API_PREFIX = "/api/v1"
 

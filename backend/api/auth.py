@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from backend.db.base import utcnow
-from backend.db.models import ApiToken, TokenScope
-from backend.services import tokens
-from backend.services.errors import Forbidden, Unauthorized
-from backend.services.tokens import Principal
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.models import ApiToken, TokenScope
+from ablate.backend.services import tokens
+from ablate.backend.services.errors import Forbidden, Unauthorized
+from ablate.backend.services.tokens import Principal
 
 
 def _bearer(request: Request) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from backend.db.database import Database
+from ablate.backend.db.database import Database
 
 
 def database(request: Request) -> Database:

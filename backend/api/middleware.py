@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.api.problems import PROBLEM
+from ablate.backend.api.problems import PROBLEM
 
 
 class BodyTooLarge(HTTPException):

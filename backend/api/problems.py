@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from backend.schemas.common import UNION_TAGS
-from backend.services.errors import FieldError, ProblemError
+from ablate.backend.schemas.common import UNION_TAGS
+from ablate.backend.services.errors import FieldError, ProblemError
 
 log = logging.getLogger("ablate.api")
 

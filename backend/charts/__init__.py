@@ -1,12 +1,12 @@
 """Plotly figures built once in Python; the dashboard and the exported report embed the same ones."""
 
-from backend.charts.ablation import ablation_bars, contribution_waterfall, speedup_heatmap
-from backend.charts.colors import DEFAULT_LADDER_COLORS, variant_colors
-from backend.charts.html import figure_to_div, plotly_js_source
-from backend.charts.layout import empty_figure
-from backend.charts.memory import memory_bars, throughput_vs_memory
-from backend.charts.series import run_series
-from backend.charts.trend import release_trend
+from ablate.backend.charts.ablation import ablation_bars, contribution_waterfall, speedup_heatmap
+from ablate.backend.charts.colors import DEFAULT_LADDER_COLORS, variant_colors
+from ablate.backend.charts.html import figure_to_div, plotly_js_source
+from ablate.backend.charts.layout import empty_figure
+from ablate.backend.charts.memory import memory_bars, throughput_vs_memory
+from ablate.backend.charts.series import run_series
+from ablate.backend.charts.trend import release_trend
 
 __all__ = [
     "DEFAULT_LADDER_COLORS",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from backend.analysis.ablation import LadderAnalysis, VariantResult
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
 
 
 def fmt(x: float | None, spec: str = ".3g") -> str:

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from backend.analysis.ablation import LadderAnalysis
-from backend.analysis.metrics import describe_metric
-from backend.charts._common import fmt, has_data, speedup_of, variant_order
-from backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
-from backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.analysis.ablation import LadderAnalysis
+from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.charts._common import fmt, has_data, speedup_of, variant_order
+from ablate.backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
+from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 
 
 def _baseline_name(ladders: Mapping[str, LadderAnalysis]) -> str:

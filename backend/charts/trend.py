@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from backend.analysis.metrics import describe_metric
-from backend.analysis.stats import Summary
-from backend.charts._common import fmt
-from backend.charts.colors import color_for, variant_colors
-from backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.analysis.stats import Summary
+from ablate.backend.charts._common import fmt
+from ablate.backend.charts.colors import color_for, variant_colors
+from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 
 
 def release_trend(

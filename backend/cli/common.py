@@ -8,9 +8,9 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from backend.config import Settings, get_settings
-from backend.db.database import Database
-from backend.errors import AblateError
+from ablate.backend.config import Settings, get_settings
+from ablate.backend.db.database import Database
+from ablate.backend.errors import AblateError
 
 console = Console()
 err_console = Console(stderr=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from backend.cli.common import App, console, open_database
-from backend.db import migrate
-from backend.db.session import check_connection
+from ablate.backend.cli.common import App, console, open_database
+from ablate.backend.db import migrate
+from ablate.backend.db.session import check_connection
 
 app = App(help="Database schema: upgrade, downgrade, current.", no_args_is_help=True)
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from backend.cli.common import console, open_database, settings
-from backend.cli.serve import prepare_database
-from backend.db.database import Database
-from backend.db.models import TERMINAL_STATUSES, Study
-from backend.errors import AblateError
-from backend.reports import default_filename, render
-from backend.server import BackgroundServer, bind_socket, start_background_server
-from backend.services import demo as demo_service
-from backend.services import studies
-from backend.services.comparison import ComparisonOptions, build_release_comparison
+from ablate.backend.cli.common import console, open_database, settings
+from ablate.backend.cli.serve import prepare_database
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import TERMINAL_STATUSES, Study
+from ablate.backend.errors import AblateError
+from ablate.backend.reports import default_filename, render
+from ablate.backend.server import BackgroundServer, bind_socket, start_background_server
+from ablate.backend.services import demo as demo_service
+from ablate.backend.services import studies
+from ablate.backend.services.comparison import ComparisonOptions, build_release_comparison
 
 STATUS_STYLE = {
     "queued": "dim",
@@ -104,7 +104,7 @@ def demo(
         study_id, release_ref, n_runs = study.id, study.release.ref, len(study.runs)
     console.print(f"release [bold]{release_ref}[/], study {study_id}: {n_runs} runs on the local CPUs")
 
-    from backend.api.app import create_app
+    from ablate.backend.api.app import create_app
 
     sock, moved = _listen(host or cfg.host, port or cfg.port)
     if moved:

@@ -9,8 +9,8 @@ from types import FrameType
 
 import typer
 
-from backend.cli.common import console, open_database, settings
-from backend.cli.serve import prepare_database
+from ablate.backend.cli.common import console, open_database, settings
+from ablate.backend.cli.serve import prepare_database
 
 
 def dispatcher(
@@ -31,7 +31,7 @@ def dispatcher(
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)
-    from workers.dispatcher import Dispatcher
+    from ablate.workers.dispatcher import Dispatcher
 
     d = Dispatcher(cfg, database, cluster_names=cluster or None)
     stop = threading.Event()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from backend import __version__
-from backend.cli import db, releases, results, tokens
-from backend.cli.common import App, console
-from backend.cli.config_docs import config_docs
-from backend.cli.demo import demo
-from backend.cli.dispatcher import dispatcher
-from backend.cli.report import report
-from backend.cli.serve import serve
+from ablate.backend import __version__
+from ablate.backend.cli import db, releases, results, tokens
+from ablate.backend.cli.common import App, console
+from ablate.backend.cli.config_docs import config_docs
+from ablate.backend.cli.demo import demo
+from ablate.backend.cli.dispatcher import dispatcher
+from ablate.backend.cli.report import report
+from ablate.backend.cli.serve import serve
 
 app = App(help="Ablate: what each optimisation in a training-image release is worth.", no_args_is_help=True)
 app.add_typer(db.app, name="db")

@@ -9,11 +9,11 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from backend.cli.common import App, console, open_database, settings
-from backend.cli.serve import prepare_database
-from backend.errors import AblateError
-from backend.schemas.catalog import ReleaseCreate
-from backend.services import catalog
+from ablate.backend.cli.common import App, console, open_database, settings
+from ablate.backend.cli.serve import prepare_database
+from ablate.backend.errors import AblateError
+from ablate.backend.schemas.catalog import ReleaseCreate
+from ablate.backend.services import catalog
 
 app = App(help="Releases of training images: import from a manifest file.", no_args_is_help=True)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import typer
 
-from backend.cli.common import console, open_database, settings
-from backend.cli.serve import prepare_database
-from backend.errors import AblateError
-from backend.reports import FORMATS, render
-from backend.services.comparison import ComparisonOptions, build_release_comparison
+from ablate.backend.cli.common import console, open_database, settings
+from ablate.backend.cli.serve import prepare_database
+from ablate.backend.errors import AblateError
+from ablate.backend.reports import FORMATS, render
+from ablate.backend.services.comparison import ComparisonOptions, build_release_comparison
 
 
 def report(

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import typer
 
-from backend.cli.common import App, console, fail, settings
-from backend.errors import AblateError
+from ablate.backend.cli.common import App, console, fail, settings
+from ablate.backend.errors import AblateError
 
 app = App(help="Results from CI: submit result files to a server.", no_args_is_help=True)
 

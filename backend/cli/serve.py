@@ -5,10 +5,10 @@ from __future__ import annotations
 import typer
 import uvicorn
 
-from backend.cli.common import console, open_database, settings
-from backend.db import migrate
-from backend.db.database import Database
-from backend.db.session import check_connection
+from ablate.backend.cli.common import console, open_database, settings
+from ablate.backend.db import migrate
+from ablate.backend.db.database import Database
+from ablate.backend.db.session import check_connection
 
 
 def prepare_database(database: Database, *, embedded: bool) -> None:
@@ -31,7 +31,7 @@ def serve(
     cfg = settings()
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)
-    from backend.api.app import create_app
+    from ablate.backend.api.app import create_app
 
     app = create_app(cfg, database, run_dispatcher=dispatcher)
     bind_host, bind_port = host or cfg.host, port or cfg.port

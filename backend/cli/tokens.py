@@ -5,10 +5,10 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from backend.cli.common import App, console, open_database, settings
-from backend.cli.serve import prepare_database
-from backend.db.database import Database
-from backend.services import tokens
+from ablate.backend.cli.common import App, console, open_database, settings
+from ablate.backend.cli.serve import prepare_database
+from ablate.backend.db.database import Database
+from ablate.backend.services import tokens
 
 app = App(help="API tokens: create (the secret is printed once), list, revoke.", no_args_is_help=True)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.db.session import make_engine, session_factory, transaction
+from ablate.backend.db.session import make_engine, session_factory, transaction
 
 
 @dataclass

@@ -10,9 +10,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from backend.errors import SchemaError
+import ablate.migrations
+from ablate.backend.errors import SchemaError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(ablate.migrations.__file__).resolve().parent
 
 
 def alembic_config(engine: Engine) -> Config:

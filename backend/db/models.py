@@ -22,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from backend.db.base import Base, UTCDateTime, utcnow
+from ablate.backend.db.base import Base, UTCDateTime, utcnow
 
 NAME = 200  # bound on every human-given name
 

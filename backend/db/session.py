@@ -12,7 +12,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.errors import ConfigError
+from ablate.backend.errors import ConfigError
 
 SUPPORTED = ("sqlite", "postgresql")
 

@@ -1,6 +1,6 @@
 """Report export of a release comparison: self-contained HTML, Markdown, CSV and JSON.
 
-Every renderer is a pure function of a :class:`~backend.services.comparison.ReleaseComparison`:
+Every renderer is a pure function of a :class:`~ablate.backend.services.comparison.ReleaseComparison`:
 the same data gives byte-identical output. A timestamp appears only when the caller passes one.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from backend.services.comparison import ReleaseComparison
+from ablate.backend.services.comparison import ReleaseComparison
 
 FORMATS: tuple[str, ...] = ("html", "md", "csv", "json")
 MEDIA_TYPES: dict[str, str] = {
@@ -23,19 +23,19 @@ EXTENSIONS: dict[str, str] = {"html": "html", "md": "md", "csv": "csv", "json": 
 def render(comparison: ReleaseComparison, fmt: str, *, generated_at: datetime | None = None) -> str:
     """The report in ``fmt`` (one of :data:`FORMATS`) as text."""
     if fmt == "html":
-        from backend.reports.html import render_html
+        from ablate.backend.reports.html import render_html
 
         return render_html(comparison, generated_at=generated_at)
     if fmt == "md":
-        from backend.reports.markdown import render_markdown
+        from ablate.backend.reports.markdown import render_markdown
 
         return render_markdown(comparison, generated_at=generated_at)
     if fmt == "csv":
-        from backend.reports.csv import render_csv
+        from ablate.backend.reports.csv import render_csv
 
         return render_csv(comparison)
     if fmt == "json":
-        from backend.reports.json import render_json
+        from ablate.backend.reports.json import render_json
 
         return render_json(comparison, generated_at=generated_at)
     raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")

@@ -15,7 +15,7 @@ import csv
 import io
 from collections.abc import Iterable
 
-from backend.services.comparison import ReleaseComparison
+from ablate.backend.services.comparison import ReleaseComparison
 
 COLUMNS: tuple[str, ...] = (
     "section",

@@ -1,7 +1,7 @@
 """HTML report: one self-contained file (plotly.js inlined from the installed package) that opens offline.
 
-Charts are the same figures the dashboard shows (``backend.charts``), embedded with fixed div ids so
-the same data gives the same bytes. Tables come from :mod:`backend.reports.tables`, shared with the
+Charts are the same figures the dashboard shows (``ablate.backend.charts``), embedded with fixed div ids so
+the same data gives the same bytes. Tables come from :mod:`ablate.backend.reports.tables`, shared with the
 Markdown report.
 """
 
@@ -16,10 +16,10 @@ import plotly.graph_objects as go
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from backend import charts
-from backend.analysis.stats import Summary
-from backend.reports import tables as t
-from backend.services.comparison import ReleaseComparison
+from ablate.backend import charts
+from ablate.backend.analysis.stats import Summary
+from ablate.backend.reports import tables as t
+from ablate.backend.services.comparison import ReleaseComparison
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from backend.services.comparison import ReleaseComparison, RunSetComparison, json_text
+from ablate.backend.services.comparison import ReleaseComparison, RunSetComparison, json_text
 
 
 def render_json(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from backend.reports import tables as t
-from backend.services.comparison import ReleaseComparison
+from ablate.backend.reports import tables as t
+from ablate.backend.services.comparison import ReleaseComparison
 
 
 def _escape(text: str) -> str:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.analysis.ablation import LadderAnalysis, VariantResult
-from backend.analysis.metrics import describe_metric
-from backend.services.comparison import ReleaseComparison, ReleaseDelta, RunSetComparison
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
+from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.services.comparison import ReleaseComparison, ReleaseDelta, RunSetComparison
 
 
 @dataclass(frozen=True)

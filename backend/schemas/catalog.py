@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from backend.schemas.common import FreeDict, Key, LongText, Name, Out, ShortText, Strict
+from ablate.backend.schemas.common import FreeDict, Key, LongText, Name, Out, ShortText, Strict
 
 Text = Annotated[str, StringConstraints(max_length=5_000)]
 NoteList = Annotated[list[Text], Field(max_length=500)]

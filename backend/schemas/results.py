@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, Discriminator, Field, StringConstraints, Tag
 
-from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
-from backend.schemas.common import Key, MetricName, Scalar, Strict, Unit, name_or
+from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from ablate.backend.schemas.common import Key, MetricName, Scalar, Strict, Unit, name_or
 
 MAX_RESULTS = 1_000
 MAX_METRICS = 256

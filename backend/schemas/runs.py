@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from backend.schemas.common import Out
+from ablate.backend.schemas.common import Out
 
 
 class RunItem(Out):

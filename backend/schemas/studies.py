@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
-from backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from backend.schemas.common import Name, Out, ReleaseRef, Strict, name_or
+from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
+from ablate.backend.schemas.common import Name, Out, ReleaseRef, Strict, name_or
 
 
 class StudyPlan(Strict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from backend.schemas.common import Name, Out, Strict
+from ablate.backend.schemas.common import Name, Out, Strict
 
 
 class TokenCreate(Strict):

@@ -13,10 +13,10 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.db.models import Cluster, Release, Variant, Workload
-from backend.schemas.catalog import ClusterDef, ReleaseCreate, ReleaseUpdate, VariantDef, WorkloadDef
-from backend.services.errors import Conflict, NotFound, ValidationProblem
-from workers.runners.base import normalize_factor
+from ablate.backend.db.models import Cluster, Release, Variant, Workload
+from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, ReleaseUpdate, VariantDef, WorkloadDef
+from ablate.backend.services.errors import Conflict, NotFound, ValidationProblem
+from ablate.workers.runners.base import normalize_factor
 
 Entry = TypeVar("Entry", Variant, Workload, Cluster)
 NamedModel = type[Variant] | type[Workload] | type[Cluster]

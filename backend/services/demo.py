@@ -17,11 +17,11 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.db.models import Release, Study
-from backend.errors import AblateError
-from backend.schemas.catalog import ReleaseCreate
-from backend.schemas.studies import StudyPlan
-from backend.services import catalog, studies
+from ablate.backend.db.models import Release, Study
+from ablate.backend.errors import AblateError
+from ablate.backend.schemas.catalog import ReleaseCreate
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import catalog, studies
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 RELEASE_FILE = EXAMPLES_DIR / "demo" / "release.yaml"

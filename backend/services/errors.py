@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Self
 
-from backend.errors import AblateError
+from ablate.backend.errors import AblateError
 
 
 @dataclass(frozen=True)

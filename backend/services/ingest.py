@@ -22,10 +22,10 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
-from backend.analysis.metrics import get_metric, resolve_metric
-from backend.db import series_codec
-from backend.db.database import Database
-from backend.db.models import (
+from ablate.backend.analysis.metrics import get_metric, resolve_metric
+from ablate.backend.db import series_codec
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import (
     Cluster,
     Release,
     Run,
@@ -36,9 +36,9 @@ from backend.db.models import (
     Variant,
     Workload,
 )
-from backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
-from backend.services import catalog
-from backend.services.errors import FieldError, ValidationProblem
+from ablate.backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
+from ablate.backend.services import catalog
+from ablate.backend.services.errors import FieldError, ValidationProblem
 
 THROUGHPUT = "throughput_tokens_per_s"
 
@@ -262,7 +262,7 @@ def record_run_results(
         session.expire(item.run, ["metrics", "series"])
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
     if study_ids and refresh_studies:
-        from backend.services.studies import refresh_study_statuses
+        from ablate.backend.services.studies import refresh_study_statuses
 
         refresh_study_statuses(session, study_ids)
     return study_ids

@@ -18,13 +18,13 @@ import numpy as np
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from backend.analysis.metrics import get_metric
-from backend.db import series_codec
-from backend.db.models import Cluster, Release, Run, RunMetric, RunSeries, Variant, Workload
-from backend.services import catalog
-from backend.services.downsample import minmax_downsample
-from backend.services.errors import NotFound, ValidationProblem
-from backend.services.studies import progress
+from ablate.backend.analysis.metrics import get_metric
+from ablate.backend.db import series_codec
+from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunSeries, Variant, Workload
+from ablate.backend.services import catalog
+from ablate.backend.services.downsample import minmax_downsample
+from ablate.backend.services.errors import NotFound, ValidationProblem
+from ablate.backend.services.studies import progress
 
 MAX_PAGE = 500
 

@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
-from backend.db.base import utcnow
-from backend.db.models import Cluster, Run, RunSource, RunStatus, Study, StudyStatus, Variant, Workload
-from backend.schemas.studies import StudyPlan
-from backend.services import catalog
-from backend.services.errors import NotFound, ValidationProblem
-from workers.runners.base import get_runner
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus, Study, StudyStatus, Variant, Workload
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import catalog
+from ablate.backend.services.errors import NotFound, ValidationProblem
+from ablate.workers.runners.base import get_runner
 
 DEFAULT_RUNNER = "torch-llm"
 # Serialises queue_order allocation between concurrent study creations on PostgreSQL.

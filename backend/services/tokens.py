@@ -15,9 +15,9 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.db.base import utcnow
-from backend.db.models import ApiToken, TokenScope
-from backend.services.errors import Conflict, NotFound, ValidationProblem
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.models import ApiToken, TokenScope
+from ablate.backend.services.errors import Conflict, NotFound, ValidationProblem
 
 PREFIX = "abl_"
 # Scopes include the ones below them: admin may submit and read, submit may read.

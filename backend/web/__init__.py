@@ -1,11 +1,11 @@
 """The dashboard: server-rendered pages (Jinja2 templates in ``web/``) served by the API's app.
 
 ``router`` holds the page routes and the plotly.js route; ``static_app()`` serves ``web/static``.
-Views in ``backend.web.views`` turn service results into plain view models; templates only format.
+Views in ``ablate.backend.web.views`` turn service results into plain view models; templates only format.
 """
 
-from backend.web.errors import install_error_pages
-from backend.web.paths import STATIC_URL, static_app
-from backend.web.routes import router
+from ablate.backend.web.errors import install_error_pages
+from ablate.backend.web.paths import STATIC_URL, static_app
+from ablate.backend.web.routes import router
 
 __all__ = ["STATIC_URL", "install_error_pages", "router", "static_app"]

@@ -19,8 +19,8 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from backend.services.errors import NotFound, ProblemError
-from backend.web.templating import render
+from ablate.backend.services.errors import NotFound, ProblemError
+from ablate.backend.web.templating import render
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 from fastapi import Request
 
-from backend.db.models import Platform
-from backend.services.errors import ValidationProblem
+from ablate.backend.db.models import Platform
+from ablate.backend.services.errors import ValidationProblem
 
 FILTER_KEYS = ("cluster", "platform", "workload")
 

@@ -1,7 +1,7 @@
 """Where the dashboard's templates and static files live, resolved from the package location.
 
-The ``web/`` folder sits beside the ``backend`` package (the repository root, or the source tree of
-an editable install), so the paths do not depend on the working directory of the server.
+``web/`` is installed as the package ``ablate.web`` (a checkout's folder in an editable install, the
+wheel's copy otherwise), so the paths depend neither on the working directory nor on a checkout.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 from fastapi.staticfiles import StaticFiles
 
-import backend
+import ablate.web
 
-WEB_DIR = Path(backend.__file__).resolve().parents[1] / "web"
+WEB_DIR = Path(ablate.web.__file__).resolve().parent
 TEMPLATES_DIR = WEB_DIR / "templates"
 STATIC_DIR = WEB_DIR / "static"
 STATIC_URL = "/static"

@@ -1,8 +1,8 @@
 """Page routes of the dashboard: thin handlers that build a view model and render its template.
 
-Every handler opens one read session, asks a view in ``backend.web.views`` for its data and renders.
+Every handler opens one read session, asks a view in ``ablate.backend.web.views`` for its data and renders.
 Expected failures (unknown release, run or study; bad filter) become HTML error pages via
-:class:`~backend.web.errors.PageRoute`.
+:class:`~ablate.backend.web.errors.PageRoute`.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from backend.charts import plotly_js_source
-from backend.db.database import Database
-from backend.web.errors import PageRoute
-from backend.web.filters import Filters
-from backend.web.paths import PLOTLY_URL
-from backend.web.templating import render
-from backend.web.views import clusters, compare, home, release, run, studies
+from ablate.backend.charts import plotly_js_source
+from ablate.backend.db.database import Database
+from ablate.backend.web.errors import PageRoute
+from ablate.backend.web.filters import Filters
+from ablate.backend.web.paths import PLOTLY_URL
+from ablate.backend.web.templating import render
+from ablate.backend.web.views import clusters, compare, home, release, run, studies
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 

@@ -9,9 +9,9 @@ from fastapi import Request
 from fastapi.templating import Jinja2Templates
 from starlette.responses import HTMLResponse
 
-from backend import __version__
-from backend.web.format import FILTERS
-from backend.web.paths import PLOTLY_URL, STATIC_URL, TEMPLATES_DIR
+from ablate.backend import __version__
+from ablate.backend.web.format import FILTERS
+from ablate.backend.web.paths import PLOTLY_URL, STATIC_URL, TEMPLATES_DIR
 
 NAV = (
     ("home", "Home", "/"),

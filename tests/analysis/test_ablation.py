@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from backend.analysis.ablation import analyze_ladder
+from ablate.backend.analysis.ablation import analyze_ladder
 
 from .helpers import N_RESAMPLES, assert_no_nan, scipy_ci
 
@@ -232,7 +232,7 @@ def test_noisy_cv_threshold_reaches_every_rung():
 
 
 def test_many_ladders_equal_one_at_a_time():
-    from backend.analysis.ablation import LadderInput, analyze_ladders
+    from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
 
     items = [
         LadderInput(THROUGHPUT, "throughput_tokens_per_s"),

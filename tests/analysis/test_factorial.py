@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from backend.analysis.factorial import analyze_factorial, factors_from_variant
+from ablate.backend.analysis.factorial import analyze_factorial, factors_from_variant
 
 from .helpers import assert_no_nan
 
@@ -148,7 +148,7 @@ def test_demo_study_is_a_two_by_two():
 
     import yaml
 
-    from backend.analysis.factorial import find_factorial_design
+    from ablate.backend.analysis.factorial import find_factorial_design
 
     plan = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "examples/plans/cpu-factorial-tiny.yaml").read_text()
@@ -160,7 +160,7 @@ def test_demo_study_is_a_two_by_two():
 
 
 def test_ladder_and_incomplete_designs_are_not_factorial():
-    from backend.analysis.factorial import find_factorial_design
+    from ablate.backend.analysis.factorial import find_factorial_design
 
     ladder = [
         ("Base", []),
@@ -179,7 +179,7 @@ def test_ladder_and_incomplete_designs_are_not_factorial():
 def test_design_with_background_and_largest_set_wins():
     import itertools
 
-    from backend.analysis.factorial import find_factorial_design
+    from ablate.backend.analysis.factorial import find_factorial_design
 
     # a 2x2 over {x, y} on top of an always-on "os", plus a stray ladder rung
     variants = [("os", ["os"]), ("os+x", ["os", "x"]), ("os+y", ["os", "y"]), ("os+x+y", ["os", "x", "y"])]

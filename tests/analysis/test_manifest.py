@@ -1,4 +1,4 @@
-from backend.analysis.manifest import PackageChange, compare_versions, diff_manifests
+from ablate.backend.analysis.manifest import PackageChange, compare_versions, diff_manifests
 
 
 def test_diff_classifies_and_sorts():

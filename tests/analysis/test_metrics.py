@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend.analysis.metrics import (
+from ablate.backend.analysis.metrics import (
     KNOWN_METRICS,
     describe_metric,
     direction_of,

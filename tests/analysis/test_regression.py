@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from backend.analysis.regression import compare_releases, lookback
+from ablate.backend.analysis.regression import compare_releases, lookback
 
 from .helpers import N_RESAMPLES, assert_no_nan, scipy_ci
 
@@ -136,7 +136,7 @@ def test_lookback_undefined():
 
 
 def test_many_release_checks_equal_one_at_a_time():
-    from backend.analysis.regression import ReleasePair, compare_releases_many
+    from ablate.backend.analysis.regression import ReleasePair, compare_releases_many
 
     pairs = [
         ReleasePair(OLD, NEW, "throughput_tokens_per_s"),

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from backend.analysis.comparison import Pair, compare_many, compare_samples
-from backend.analysis.stats import (
+from ablate.backend.analysis.comparison import Pair, compare_many, compare_samples
+from ablate.backend.analysis.stats import (
     bootstrap_median_cis,
     mann_whitney_p,
     min_possible_p,

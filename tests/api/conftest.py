@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from backend.db.database import Database
-from backend.services import tokens
+from ablate.backend.db.database import Database
+from ablate.backend.services import tokens
 from tests.support.live_server import LiveServer, start_live_server
 
 

@@ -8,8 +8,18 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from backend.db.database import Database
-from backend.db.models import ApiToken, Cluster, Release, Run, RunMetric, RunSeries, Study, Variant, Workload
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import (
+    ApiToken,
+    Cluster,
+    Release,
+    Run,
+    RunMetric,
+    RunSeries,
+    Study,
+    Variant,
+    Workload,
+)
 
 RELEASE = {
     "image": "training-nv-pytorch",

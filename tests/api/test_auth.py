@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from sqlalchemy import select
 
-from backend.db.models import ApiToken
+from ablate.backend.db.models import ApiToken
 from tests.api.conftest import auth, make_token
 from tests.api.helpers import RELEASE, assert_problem, snapshot
 from tests.support.live_server import LiveServer, start_live_server

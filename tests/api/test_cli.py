@@ -13,8 +13,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from backend.cli import results as results_cli
-from backend.cli.main import app
+from ablate.backend.cli import results as results_cli
+from ablate.backend.cli.main import app
 from tests.api.conftest import auth, make_token
 from tests.api.helpers import assert_problem, create_release, result, snapshot
 from tests.support.live_server import LiveServer

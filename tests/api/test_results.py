@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from backend.db.models import Cluster, Run, RunMetric, RunSeries
+from ablate.backend.db.models import Cluster, Run, RunMetric, RunSeries
 from tests.api.conftest import auth, make_token
 from tests.api.helpers import CLUSTER, REF, RELEASE, assert_problem, create_release, result, snapshot
 from tests.support.live_server import LiveServer

@@ -4,9 +4,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from backend.analysis.ablation import analyze_ladder
-from backend.analysis.stats import summarize
-from backend.charts import (
+from ablate.backend.analysis.ablation import analyze_ladder
+from ablate.backend.analysis.stats import summarize
+from ablate.backend.charts import (
     DEFAULT_LADDER_COLORS,
     ablation_bars,
     contribution_waterfall,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from backend.db.database import Database
-from backend.db.models import Release, Run, Study
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Release, Run, Study
 
 ABLATE = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
 

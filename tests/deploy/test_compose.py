@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from backend.config import Settings
+from ablate.backend.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -104,7 +104,7 @@ def ablate_command(service: dict[str, Any]) -> list[str] | None:
 def test_ablate_commands_exist(services: dict[str, Any]) -> None:
     from typer.main import get_command
 
-    from backend.cli.main import app
+    from ablate.backend.cli.main import app
 
     cli = get_command(app)
     used = {name: ablate_command(s) for name, s in services.items() if "command" in s}

@@ -1,4 +1,4 @@
-"""docs/configuration.md is generated from backend.config.Settings and must match it exactly."""
+"""docs/configuration.md is generated from ablate.backend.config.Settings and must match it exactly."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from backend.cli.config_docs import DEFAULT_PATH, render
-from backend.config import Settings
+from ablate.backend.cli.config_docs import DEFAULT_PATH, render
+from ablate.backend.config import Settings
 
 ABLATE = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
 

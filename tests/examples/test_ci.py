@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from backend.cli.releases import load_release_file
-from backend.db.database import Database
-from backend.db.models import Run
-from backend.schemas.results import ResultsBatch
-from backend.services import catalog, tokens
+from ablate.backend.cli.releases import load_release_file
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run
+from ablate.backend.schemas.results import ResultsBatch
+from ablate.backend.services import catalog, tokens
 from tests.examples.helpers import ABLATE, DEMO_RELEASE, EXAMPLES, SAMPLE_RESULTS, load_yaml
 from tests.support.live_server import LiveServer, start_live_server
 

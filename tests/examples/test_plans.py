@@ -11,15 +11,15 @@ import pytest
 import yaml
 from sqlalchemy import func, select
 
-from backend.cli.releases import load_release_file
-from backend.db.database import Database
-from backend.db.models import Cluster, Run, Variant
-from backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from backend.schemas.studies import StudyPlan
-from backend.services import catalog, studies
+from ablate.backend.cli.releases import load_release_file
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Cluster, Run, Variant
+from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import catalog, studies
+from ablate.workers.envrules import plan_environment
+from ablate.workers.parsers import get_parser
 from tests.examples.helpers import DEMO_RELEASE, PLANS, REAL_RELEASES, ROOT, load_yaml
-from workers.envrules import plan_environment
-from workers.parsers import get_parser
 
 PLAN_FILES = sorted(PLANS.glob("*.yaml"))
 GPU = PLANS / "gpu-ladder-nv-25.12.yaml"

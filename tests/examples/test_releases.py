@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.analysis.manifest import diff_manifests
-from backend.cli.releases import load_release_file
-from backend.db.database import Database
-from backend.services import catalog
+from ablate.backend.analysis.manifest import diff_manifests
+from ablate.backend.cli.releases import load_release_file
+from ablate.backend.db.database import Database
+from ablate.backend.services import catalog
 from tests.examples.helpers import (
     DEMO_RELEASE,
     NV_2512,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from backend.db.session import make_engine
+from ablate.backend.db.session import make_engine
 
 ABLATE = shutil.which("ablate") or str(Path(sys.executable).with_name("ablate"))
 

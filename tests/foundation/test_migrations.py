@@ -6,9 +6,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from backend.db import migrate, models  # noqa: F401
-from backend.db.base import Base
-from backend.db.session import make_engine
+from ablate.backend.db import migrate, models  # noqa: F401
+from ablate.backend.db.base import Base
+from ablate.backend.db.session import make_engine
 
 TABLES = {
     "releases",

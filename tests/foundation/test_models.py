@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from backend.db.database import Database
-from backend.db.models import Cluster, Release, Run, RunMetric, RunSeries, Variant, Workload
-from backend.db.series_codec import pack, unpack
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunSeries, Variant, Workload
+from ablate.backend.db.series_codec import pack, unpack
 
 
 def _catalog(db: Database) -> dict[str, int]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import Settings
+from ablate.backend.config import Settings
 
 
 def test_default_database_is_sqlite_in_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

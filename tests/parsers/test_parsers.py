@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.parsers import get_parser, known_parsers
-from workers.parsers.summary import Context, summarize
+from ablate.workers.parsers import get_parser, known_parsers
+from ablate.workers.parsers.summary import Context, summarize
 
 DATA = Path(__file__).parent / "data"
 

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.db.database import Database
-from backend.schemas.results import ResultsBatch
-from backend.services.ingest import submit_results
+from ablate.backend.db.database import Database
+from ablate.backend.schemas.results import ResultsBatch
+from ablate.backend.services.ingest import submit_results
 
 IMAGE = "training-nv-pytorch"
 CLUSTER = {
@@ -132,8 +132,8 @@ def seed_release(database: Database, spec: ReleaseSpec, *, reverse: bool = False
 
 
 def seed_empty_release(database: Database, tag: str, manifest: Mapping[str, str]) -> None:
-    from backend.schemas.catalog import ReleaseCreate
-    from backend.services import catalog
+    from ablate.backend.schemas.catalog import ReleaseCreate
+    from ablate.backend.services import catalog
 
     with database.transaction() as session:
         catalog.create_release(

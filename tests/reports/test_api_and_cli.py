@@ -14,9 +14,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from backend.cli.main import app as cli
-from backend.reports.json import render_json
-from backend.services import comparison as svc
+from ablate.backend.cli.main import app as cli
+from ablate.backend.reports.json import render_json
+from ablate.backend.services import comparison as svc
 from tests.reports import seed
 from tests.support.live_server import LiveServer, start_live_server
 

@@ -12,10 +12,10 @@ import numpy as np
 import plotly
 import pytest
 
-from backend.db.database import Database
-from backend.reports import FORMATS, render
-from backend.reports.csv import COLUMNS
-from backend.services import comparison as svc
+from ablate.backend.db.database import Database
+from ablate.backend.reports import FORMATS, render
+from ablate.backend.reports.csv import COLUMNS
+from ablate.backend.services import comparison as svc
 from tests.reports import seed
 from tests.reports.seed import REL_2511, REL_2512, ReleaseSpec
 

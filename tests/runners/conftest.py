@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from workers.runners.base import RunSpec
+from ablate.workers.runners.base import RunSpec
 
 SpecFactory = Callable[..., RunSpec]
 

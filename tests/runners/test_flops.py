@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from workers.runners.base import RunSpec, get_runner
-from workers.runners.torch_llm import flops
-from workers.runners.torch_llm.config import ModelConfig, resolve_model
-from workers.runners.torch_llm.model import Transformer
+from ablate.workers.runners.base import RunSpec, get_runner
+from ablate.workers.runners.torch_llm import flops
+from ablate.workers.runners.torch_llm.config import ModelConfig, resolve_model
+from ablate.workers.runners.torch_llm.model import Transformer
 
 
 def _by_hand_non_embedding(dim: int, layers: int, heads: int, kv_heads: int, hidden: int, vocab: int) -> int:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from workers.runners.base import METRIC_UNITS, RunResult, RunSpec, get_runner, normalize_factor
+from ablate.workers.runners.base import METRIC_UNITS, RunResult, RunSpec, get_runner, normalize_factor
 
 
 def _spec() -> RunSpec:
@@ -60,7 +60,7 @@ def test_metric_units_are_the_agreed_ones() -> None:
 
 
 def test_builtin_runners_satisfy_the_protocol() -> None:
-    from workers.runners import Runner, known_runners
+    from ablate.workers.runners import Runner, known_runners
 
     # other suites may register runners of their own (the dispatcher tests' "fake")
     assert {"command", "torch-llm"} <= set(known_runners())
@@ -73,6 +73,6 @@ def test_importing_the_interface_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = "import sys, workers.runners as r; r.get_runner('torch-llm'); print('torch' in sys.modules)"
+    code = "import sys, ablate.workers.runners as r; r.get_runner('torch-llm'); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

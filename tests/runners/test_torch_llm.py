@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from workers.runners.base import METRIC_UNITS, RunCancelled, RunResult, RunSpec, get_runner
-from workers.runners.torch_llm.runner import launch_local_ranks
+from ablate.workers.runners.base import METRIC_UNITS, RunCancelled, RunResult, RunSpec, get_runner
+from ablate.workers.runners.torch_llm.runner import launch_local_ranks
 
 SpecFactory = Callable[..., RunSpec]
 RUNNER = get_runner("torch-llm")
@@ -157,7 +157,7 @@ def test_killed_child_is_infrastructure(make_spec: SpecFactory) -> None:
     def kill_child(step: int, total: int, tps: float | None) -> None:
         if step == 2:
             for child in psutil.Process().children(recursive=True):
-                if "workers.runners.torch_llm" in " ".join(child.cmdline()):
+                if "ablate.workers.runners.torch_llm" in " ".join(child.cmdline()):
                     os.kill(child.pid, signal.SIGKILL)
 
     res = RUNNER.run(make_spec(measured_steps=200), kill_child)

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from backend.db.database import Database
-from backend.db.models import Cluster, Variant, Workload
-from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
-from backend.services import catalog
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Cluster, Variant, Workload
+from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from ablate.backend.services import catalog
 
 
 @dataclass

@@ -11,9 +11,9 @@ import pytest
 from scipy import stats
 from sqlalchemy import event
 
-from backend.db.database import Database
-from backend.services import comparison as svc
-from backend.services.errors import NotFound
+from ablate.backend.db.database import Database
+from ablate.backend.services import comparison as svc
+from ablate.backend.services.errors import NotFound
 from tests.reports import seed
 from tests.reports.seed import REL_2510, REL_2511, REL_2512, ReleaseSpec
 
@@ -254,7 +254,7 @@ def test_family_order_rules() -> None:
 
 
 def test_noisy_cv_setting_reaches_the_analysis(standard: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.config import Settings
+    from ablate.backend.config import Settings
 
     values = seed.expected_values(REL_2512, QWEN, "Base")
     cv = float(np.std(values, ddof=1) / np.mean(values))

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from backend.db.database import Database
-from backend.reports import FORMATS, render
-from backend.schemas.results import ResultsBatch
-from backend.services import comparison as svc
-from backend.services.ingest import submit_results
+from ablate.backend.db.database import Database
+from ablate.backend.reports import FORMATS, render
+from ablate.backend.schemas.results import ResultsBatch
+from ablate.backend.services import comparison as svc
+from ablate.backend.services.ingest import submit_results
 from tests.reports import seed
 
 IMAGE = "ablate-demo"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend.services.downsample import minmax_downsample
+from ablate.backend.services.downsample import minmax_downsample
 
 
 @settings(max_examples=200, deadline=None)

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from backend.db import series_codec
-from backend.db.database import Database
-from backend.db.models import Run, RunMetric, RunSeries
-from backend.schemas.studies import StudyPlan
-from backend.services import ingest, studies
-from backend.services.errors import ValidationProblem
+from ablate.backend.db import series_codec
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run, RunMetric, RunSeries
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import ingest, studies
+from ablate.backend.services.errors import ValidationProblem
 from tests.services.conftest import Catalog
 
 

@@ -7,11 +7,11 @@ from collections import Counter
 import pytest
 from sqlalchemy import select
 
-from backend.db.database import Database
-from backend.db.models import Run, RunStatus
-from backend.schemas.studies import StudyPlan
-from backend.services import ingest, studies
-from backend.services.errors import NotFound, ValidationProblem
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run, RunStatus
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import ingest, studies
+from ablate.backend.services.errors import NotFound, ValidationProblem
 from tests.services.conftest import Catalog
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
-from backend.db import migrate
-from backend.db.session import make_engine
+from ablate.backend.db import migrate
+from ablate.backend.db.session import make_engine
 
 PG_ADMIN_URL = os.environ.get("ABLATE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 BACKENDS = ("sqlite", "postgresql")

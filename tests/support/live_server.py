@@ -13,10 +13,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from backend.api.app import create_app
-from backend.config import Settings
-from backend.db.database import Database
-from backend.server import BackgroundServer, bind_socket, start_background_server
+from ablate.backend.api.app import create_app
+from ablate.backend.config import Settings
+from ablate.backend.db.database import Database
+from ablate.backend.server import BackgroundServer, bind_socket, start_background_server
 
 
 @dataclass

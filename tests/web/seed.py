@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from backend.db.database import Database
-from backend.services import tokens
+from ablate.backend.db.database import Database
+from ablate.backend.services import tokens
 
 GPU_IMAGE = "training-nv-pytorch"
 PPU_IMAGE = "training-xpu-pytorch"

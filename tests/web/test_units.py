@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from backend.web import format as fmt
-from backend.web.errors import is_page_path
+from ablate.backend.web import format as fmt
+from ablate.backend.web.errors import is_page_path
 from tests.support.live_server import start_live_server
 
 

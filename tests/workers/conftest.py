@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from backend.config import Settings
-from backend.db.database import Database
-from backend.db.models import Cluster, Run, Variant, Workload
-from backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
-from backend.schemas.studies import StudyPlan
-from backend.services import catalog
-from backend.services.studies import create_study
+from ablate.backend.config import Settings
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Cluster, Run, Variant, Workload
+from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import catalog
+from ablate.backend.services.studies import create_study
+from ablate.workers.runners.base import register_runner
 from tests.workers.fakes import FakeRunner
-from workers.runners.base import register_runner
 
 # create_study asks the registry whether a runner exists; workers get the factory from the dispatcher.
 register_runner("fake", FakeRunner)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from workers.runners.base import ProgressCallback, RunResult, RunSpec
+from ablate.workers.runners.base import ProgressCallback, RunResult, RunSpec
 
 
 class FakeRunner:

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from backend.db.base import utcnow
-from backend.db.database import Database
-from backend.db.models import Run
-from backend.schemas.catalog import VariantDef
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run
+from ablate.backend.schemas.catalog import VariantDef
+from ablate.workers.dispatch import claims
 from tests.workers.conftest import CPU1, FAKE, queue_study
-from workers.dispatch import claims
 
 
 def _queue(database: Database, repeats: int) -> list[int]:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from backend.db.database import Database
-from backend.db.models import Study, Variant
-from backend.schemas.catalog import VariantDef
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Study, Variant
+from ablate.backend.schemas.catalog import VariantDef
+from ablate.workers.dispatcher import Dispatcher
 from tests.workers.conftest import CPU1, FAKE, make_settings, queue_study, runs_of
 from tests.workers.fakes import FakeRunner
-from workers.dispatcher import Dispatcher
 
 FAKES = {"fake": FakeRunner}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.envrules import plan_environment
+from ablate.workers.envrules import plan_environment
 
 NV = {"platform": "gpu", "manifest": {"vllm": "0.12.0"}, "notes": {}}
 XPU = {"platform": "ppu", "manifest": {"transformer_engine": "1.12"}, "notes": {}}

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import httpx
 
-from backend.api.app import create_app
-from backend.db.database import Database
-from backend.schemas.catalog import VariantDef, WorkloadDef
-from backend.server import bind_socket, start_background_server
+from ablate.backend.api.app import create_app
+from ablate.backend.db.database import Database
+from ablate.backend.schemas.catalog import VariantDef, WorkloadDef
+from ablate.backend.server import bind_socket, start_background_server
 from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
 from tests.workers.test_faults import wait_for
 

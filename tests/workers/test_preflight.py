@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.preflight import (
+from ablate.workers.preflight import (
     Device,
     check_driver,
     driver_requirements,

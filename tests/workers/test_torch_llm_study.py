@@ -14,12 +14,12 @@ import psutil
 import pytest
 from sqlalchemy import func, select
 
-from backend.db.database import Database
-from backend.db.models import RunMetric, Study
-from backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import RunMetric, Study
+from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
+from ablate.workers.dispatcher import Dispatcher
 from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
 from tests.workers.test_faults import wait_for
-from workers.dispatcher import Dispatcher
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def _children_of_run(run_id: int) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "workers.runners.torch_llm" in cmd and f"run-{run_id}.work" in cmd:
+        if "ablate.workers.runners.torch_llm" in cmd and f"run-{run_id}.work" in cmd:
             out.append(p)
     return out
 
@@ -97,7 +97,7 @@ def test_kill_dispatcher_mid_study_and_recover(
         "ABLATE_DISPATCHER_POLL_S": "0.2",
     }
     log = open(tmp_path / "dispatcher.log", "w")  # noqa: SIM115 - closed below
-    argv = [sys.executable, "-m", "backend.cli.main", "dispatcher"]
+    argv = [sys.executable, "-m", "ablate.backend.cli.main", "dispatcher"]
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         first = q.run_ids[0]

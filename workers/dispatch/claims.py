@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from backend.db.base import utcnow
-from backend.db.models import Cluster, Run, RunSource, RunStatus
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus
 
 RUNNING = RunStatus.running.value
 QUEUED = RunStatus.queued.value

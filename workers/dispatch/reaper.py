@@ -45,7 +45,7 @@ def ensure_started() -> None:
         if _started is not None and _started.poll() is None:
             return
         _started = subprocess.Popen(
-            [sys.executable, "-m", "workers.dispatch.reaper", str(os.getpid())],
+            [sys.executable, "-m", "ablate.workers.dispatch.reaper", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -22,9 +22,9 @@ from typing import Any
 
 import psutil
 
-from workers import preflight
-from workers.dispatch import reaper
-from workers.runners.base import ProgressCallback, Runner, RunResult, RunSpec, get_runner
+from ablate.workers import preflight
+from ablate.workers.dispatch import reaper
+from ablate.workers.runners.base import ProgressCallback, Runner, RunResult, RunSpec, get_runner
 
 PROGRESS_INTERVAL_S = 1.0
 

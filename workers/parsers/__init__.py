@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workers.parsers.base import LogParser, ParseResult, StepRecord
-from workers.parsers.deepspeed import DeepSpeedParser
-from workers.parsers.jsonl import JsonlParser
-from workers.parsers.megatron import MegatronParser
-from workers.parsers.mllog import MllogParser
-from workers.parsers.regex import RegexParser
+from ablate.workers.parsers.base import LogParser, ParseResult, StepRecord
+from ablate.workers.parsers.deepspeed import DeepSpeedParser
+from ablate.workers.parsers.jsonl import JsonlParser
+from ablate.workers.parsers.megatron import MegatronParser
+from ablate.workers.parsers.mllog import MllogParser
+from ablate.workers.parsers.regex import RegexParser
 
 PARSERS: dict[str, type[LogParser]] = {
     p.name: p for p in (JsonlParser, MllogParser, DeepSpeedParser, MegatronParser, RegexParser)

@@ -2,7 +2,7 @@
 
 A parser never raises on input: a line meant for it that it cannot read is skipped and counted in
 ``malformed_lines``. Step records carry canonical metric names (see ``METRIC_UNITS``); deriving the
-summary (warm-up dropped, medians) is shared by every parser in :mod:`workers.parsers.summary`.
+summary (warm-up dropped, medians) is shared by every parser in :mod:`ablate.workers.parsers.summary`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from workers.parsers.base import LogParser, StepRecord, scaled, to_gib
+from ablate.workers.parsers.base import LogParser, StepRecord, scaled, to_gib
 
 _TIMER = re.compile(r"global_step=(?P<step>\d+)")
 _KV = re.compile(r"(\w+)=(-?[\d.]+(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)")

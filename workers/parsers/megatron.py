@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from workers.parsers.base import LogParser, StepRecord
+from ablate.workers.parsers.base import LogParser, StepRecord
 
 _ITER = re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|")
 _FIELD = re.compile(r"^\s*(?P<key>[^:|]+?)\s*:\s*(?P<value>\S+)\s*$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workers.parsers.base import LogParser, StepRecord
+from ablate.workers.parsers.base import LogParser, StepRecord
 
 PREFIX = ":::MLLOG"
 

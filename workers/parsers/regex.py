@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from workers.parsers.base import LogParser, StepRecord
+from ablate.workers.parsers.base import LogParser, StepRecord
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Runners execute one benchmark run and return a RunResult; see :mod:`workers.runners.base`."""
+"""Runners execute one benchmark run and return a RunResult; see :mod:`ablate.workers.runners.base`."""
 
-from workers.runners.base import (
+from ablate.workers.runners.base import (
     METRIC_UNITS,
     ProgressCallback,
     Runner,

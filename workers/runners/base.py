@@ -202,8 +202,8 @@ def factor_error(runner: str, factor: str, accelerator: str, why: str) -> str:
 
 # name -> "module:attribute"; imported lazily so the dispatcher needs no torch to look runners up.
 _REGISTRY: dict[str, str | Callable[[], Runner]] = {
-    "torch-llm": "workers.runners.torch_llm.runner:TorchLLMRunner",
-    "command": "workers.runners.command:CommandRunner",
+    "torch-llm": "ablate.workers.runners.torch_llm.runner:TorchLLMRunner",
+    "command": "ablate.workers.runners.command:CommandRunner",
 }
 
 

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from workers.parsers import LogParser, get_parser
-from workers.parsers.summary import Context, summarize
-from workers.runners.base import ProgressCallback, RunResult, RunSpec, factor_error, normalize_factor
-from workers.runners.process import ProcessGroup, describe_returncode, merged_env
+from ablate.workers.parsers import LogParser, get_parser
+from ablate.workers.parsers.summary import Context, summarize
+from ablate.workers.runners.base import ProgressCallback, RunResult, RunSpec, factor_error, normalize_factor
+from ablate.workers.runners.process import ProcessGroup, describe_returncode, merged_env
 
 NAME = "command"
 _CPU_IMPOSSIBLE = {"accl": "ACCL needs GPU/PPU collectives", "ac2": "AC2 is a GPU/PPU golden image"}

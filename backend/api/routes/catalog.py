@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from backend.api import auth
-from backend.api.deps import database
-from backend.db.models import Cluster, Variant, Workload
-from backend.schemas.catalog import (
+from ablate.backend.api import auth
+from ablate.backend.api.deps import database
+from ablate.backend.db.models import Cluster, Variant, Workload
+from ablate.backend.schemas.catalog import (
     ClusterDef,
     ClusterOut,
     ReleaseCreate,
@@ -20,7 +20,7 @@ from backend.schemas.catalog import (
     WorkloadDef,
     WorkloadOut,
 )
-from backend.services import catalog
+from ablate.backend.services import catalog
 
 router = APIRouter(tags=["catalog"])
 

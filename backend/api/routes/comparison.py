@@ -7,12 +7,12 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from backend.api import auth
-from backend.api.deps import database
-from backend.reports import MEDIA_TYPES, default_filename, render
-from backend.reports.json import render_json
-from backend.services import comparison as svc
-from backend.services.errors import ValidationProblem
+from ablate.backend.api import auth
+from ablate.backend.api.deps import database
+from ablate.backend.reports import MEDIA_TYPES, default_filename, render
+from ablate.backend.reports.json import render_json
+from ablate.backend.services import comparison as svc
+from ablate.backend.services.errors import ValidationProblem
 
 router = APIRouter(tags=["comparison"], dependencies=[Depends(auth.read)])
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from backend import __version__
-from backend.db import migrate
-from backend.errors import AblateError
+from ablate.backend import __version__
+from ablate.backend.db import migrate
+from ablate.backend.errors import AblateError
 
 router = APIRouter(tags=["health"])
 

@@ -14,8 +14,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from backend.db.database import Database
-from backend.db.models import Run, RunStatus, Study, StudyStatus
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run, RunStatus, Study, StudyStatus
 
 router = APIRouter(tags=["health"])
 

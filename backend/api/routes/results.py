@@ -13,12 +13,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from backend.api import auth
-from backend.api.deps import database
-from backend.schemas.results import ResultsBatch, SubmitResponse
-from backend.services import ingest
-from backend.services.errors import ValidationProblem
-from backend.services.tokens import Principal
+from ablate.backend.api import auth
+from ablate.backend.api.deps import database
+from ablate.backend.schemas.results import ResultsBatch, SubmitResponse
+from ablate.backend.services import ingest
+from ablate.backend.services.errors import ValidationProblem
+from ablate.backend.services.tokens import Principal
 
 router = APIRouter(tags=["results"])
 

@@ -6,11 +6,11 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from backend.api import auth
-from backend.api.deps import database
-from backend.schemas.runs import RunDetail, RunPage, SeriesOut
-from backend.services import runs
-from backend.services.downsample import MIN_POINTS
+from ablate.backend.api import auth
+from ablate.backend.api.deps import database
+from ablate.backend.schemas.runs import RunDetail, RunPage, SeriesOut
+from ablate.backend.services import runs
+from ablate.backend.services.downsample import MIN_POINTS
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(auth.read)])
 

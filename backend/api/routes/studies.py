@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from backend.api import auth
-from backend.api.deps import database
-from backend.schemas.studies import StudyOut, StudyPlan, StudySummaryOut
-from backend.services import studies
+from ablate.backend.api import auth
+from ablate.backend.api.deps import database
+from ablate.backend.schemas.studies import StudyOut, StudyPlan, StudySummaryOut
+from ablate.backend.services import studies
 
 router = APIRouter(tags=["studies"])
 

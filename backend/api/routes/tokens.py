@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from backend.api import auth
-from backend.api.deps import database
-from backend.schemas.tokens import TokenCreate, TokenCreated, TokenOut
-from backend.services import tokens
+from ablate.backend.api import auth
+from ablate.backend.api.deps import database
+from ablate.backend.schemas.tokens import TokenCreate, TokenCreated, TokenOut
+from ablate.backend.services import tokens
 
 router = APIRouter(tags=["tokens"], dependencies=[Depends(auth.admin)])
 

@@ -8,17 +8,17 @@ format and the dashboard read.
 - :mod:`.jsontext`: canonical JSON (the same data gives the same bytes).
 """
 
-from backend.services.comparison.jsontext import json_text
-from backend.services.comparison.model import (
+from ablate.backend.services.comparison.jsontext import json_text
+from ablate.backend.services.comparison.model import (
     SCHEMA_VERSION,
     ComparisonOptions,
     ReleaseComparison,
     ReleaseDelta,
     RunSetComparison,
 )
-from backend.services.comparison.release import build_release_comparison
-from backend.services.comparison.releases import order_family
-from backend.services.comparison.run_sets import (
+from ablate.backend.services.comparison.release import build_release_comparison
+from ablate.backend.services.comparison.releases import order_family
+from ablate.backend.services.comparison.run_sets import (
     compare_run_sets,
     parse_run_ids,
     release_run_ids,

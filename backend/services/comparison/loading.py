@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
-from backend.services.comparison.model import DEFAULT_LADDER, MEMORY_METRICS, PRIMARY_METRICS
+from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
+from ablate.backend.services.comparison.model import DEFAULT_LADDER, MEMORY_METRICS, PRIMARY_METRICS
 
 Cell = tuple[str, str, str]  # cluster, workload, variant names
 

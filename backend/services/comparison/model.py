@@ -7,18 +7,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backend.analysis.ablation import LadderAnalysis
-from backend.analysis.factorial import FactorialAnalysis, FactorialDesign
-from backend.analysis.manifest import ManifestDiff
-from backend.analysis.regression import (
+from ablate.backend.analysis.ablation import LadderAnalysis
+from ablate.backend.analysis.factorial import FactorialAnalysis, FactorialDesign
+from ablate.backend.analysis.manifest import ManifestDiff
+from ablate.backend.analysis.regression import (
     TEST_NAME,
     LookbackResult,
     RegressionResult,
     ReleasePair,
     compare_releases_many,
 )
-from backend.analysis.stats import DEFAULT_N_RESAMPLES
-from backend.services.comparison.jsontext import fields_of, to_jsonable
+from ablate.backend.analysis.stats import DEFAULT_N_RESAMPLES
+from ablate.backend.services.comparison.jsontext import fields_of, to_jsonable
 
 SCHEMA_VERSION = "1.0"
 
@@ -55,7 +55,7 @@ class ComparisonOptions:
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> ComparisonOptions:
-        """Defaults from :class:`backend.config.Settings` (threshold there is a fraction: 0.03 = 3%)."""
+        """Defaults from :class:`~ablate.backend.config.Settings` (threshold: a fraction, 0.03 = 3%)."""
         values: dict[str, Any] = {
             "threshold_pct": float(settings.regression_threshold) * 100.0,
             "alpha": float(settings.significance_alpha),

@@ -23,18 +23,18 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.analysis.ablation import LadderInput, analyze_ladders
-from backend.analysis.factorial import (
+from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
+from ablate.backend.analysis.factorial import (
     FactorialDesign,
     analyze_factorial,
     factors_from_variant,
     find_factorial_design,
 )
-from backend.analysis.metrics import describe_metric
-from backend.analysis.regression import LookbackResult, ReleasePair, lookback
-from backend.db.models import Release, Run, RunStatus, Variant
-from backend.services import catalog
-from backend.services.comparison.loading import (
+from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.analysis.regression import LookbackResult, ReleasePair, lookback
+from ablate.backend.db.models import Release, Run, RunStatus, Variant
+from ablate.backend.services import catalog
+from ablate.backend.services.comparison.loading import (
     Catalog,
     Cell,
     Rows,
@@ -45,7 +45,7 @@ from backend.services.comparison.loading import (
     pick_metrics,
     values_by_release,
 )
-from backend.services.comparison.model import (
+from ablate.backend.services.comparison.model import (
     BASE_VARIANT,
     DEFAULT_LADDER,
     MEMORY_METRICS,
@@ -64,8 +64,8 @@ from backend.services.comparison.model import (
     VariantInfo,
     WorkloadInfo,
 )
-from backend.services.comparison.releases import manifest_diff, order_family
-from backend.services.errors import ValidationProblem
+from ablate.backend.services.comparison.releases import manifest_diff, order_family
+from ablate.backend.services.errors import ValidationProblem
 
 
 def _release_info(r: Release) -> ReleaseInfo:

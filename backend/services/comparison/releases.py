@@ -8,8 +8,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from backend.analysis.manifest import ManifestDiff, diff_manifests
-from backend.db.models import Release
+from ablate.backend.analysis.manifest import ManifestDiff, diff_manifests
+from ablate.backend.db.models import Release
 
 
 def _natural_key(tag: str) -> tuple[tuple[int, int | str], ...]:

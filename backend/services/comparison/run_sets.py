@@ -9,14 +9,20 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.analysis.metrics import describe_metric
-from backend.analysis.regression import ReleasePair
-from backend.db.models import Release, Run, RunStatus, Study
-from backend.services import catalog
-from backend.services.comparison.loading import Cell, load_catalog, load_rows, metric_units, pick_metrics
-from backend.services.comparison.model import ComparisonOptions, ReleaseDelta, RunSet, RunSetComparison
-from backend.services.comparison.releases import manifest_diff
-from backend.services.errors import NotFound, ValidationProblem
+from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.analysis.regression import ReleasePair
+from ablate.backend.db.models import Release, Run, RunStatus, Study
+from ablate.backend.services import catalog
+from ablate.backend.services.comparison.loading import (
+    Cell,
+    load_catalog,
+    load_rows,
+    metric_units,
+    pick_metrics,
+)
+from ablate.backend.services.comparison.model import ComparisonOptions, ReleaseDelta, RunSet, RunSetComparison
+from ablate.backend.services.comparison.releases import manifest_diff
+from ablate.backend.services.errors import NotFound, ValidationProblem
 
 
 def parse_run_ids(text: str, loc: str) -> list[int]:

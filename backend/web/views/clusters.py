@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from backend.db.models import Cluster
-from backend.services import catalog
+from ablate.backend.db.models import Cluster
+from ablate.backend.services import catalog
 
 # Resources worth showing; Ray also reports object-store memory, node:IP markers and the like.
 _SHOWN_PREFIXES = ("CPU", "GPU", "PPU", "memory", "accelerator_type")

@@ -12,16 +12,16 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from backend import charts
-from backend.config import Settings
-from backend.services import comparison as comparison_service
-from backend.services.comparison import ReleaseComparison, RunSetComparison
-from backend.services.errors import ValidationProblem
-from backend.web.filters import Filters
-from backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
-from backend.web.views.home import families, filter_options
-from backend.web.views.manifest import ManifestRow, manifest_rows
-from backend.web.views.release import Chart, chart_of, options_from, slug
+from ablate.backend import charts
+from ablate.backend.config import Settings
+from ablate.backend.services import comparison as comparison_service
+from ablate.backend.services.comparison import ReleaseComparison, RunSetComparison
+from ablate.backend.services.errors import ValidationProblem
+from ablate.backend.web.filters import Filters
+from ablate.backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
+from ablate.backend.web.views.home import families, filter_options
+from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
+from ablate.backend.web.views.release import Chart, chart_of, options_from, slug
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from backend.analysis.metrics import describe_metric
-from backend.services.comparison import ReleaseDelta
+from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.services.comparison import ReleaseDelta
 
 
 @dataclass

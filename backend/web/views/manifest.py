@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.analysis.manifest import ManifestDiff
+from ablate.backend.analysis.manifest import ManifestDiff
 
 
 @dataclass

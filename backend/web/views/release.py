@@ -1,6 +1,6 @@
 """The release page: ablation charts and tables per cluster and workload, manifest and its diff,
 release-over-release verdicts, notes and report downloads. Everything comes from one
-:class:`~backend.services.comparison.ReleaseComparison`; this module only selects and shapes.
+:class:`~ablate.backend.services.comparison.ReleaseComparison`; this module only selects and shapes.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from urllib.parse import quote
 
 from sqlalchemy.orm import Session
 
-from backend import charts
-from backend.analysis.ablation import LadderAnalysis, VariantResult
-from backend.analysis.metrics import describe_metric
-from backend.config import Settings
-from backend.services import comparison as comparison_service
-from backend.services.comparison import ComparisonOptions, ReleaseComparison
-from backend.web.filters import Filters
-from backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
-from backend.web.views.manifest import ManifestRow, manifest_rows
+from ablate.backend import charts
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
+from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.config import Settings
+from ablate.backend.services import comparison as comparison_service
+from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
+from ablate.backend.web.filters import Filters
+from ablate.backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
+from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
 
 REPORT_FORMATS = (("html", "HTML report"), ("md", "Markdown"), ("csv", "CSV"), ("json", "JSON"))
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from backend import charts
-from backend.analysis.metrics import get_metric
-from backend.services import runs as run_service
+from ablate.backend import charts
+from ablate.backend.analysis.metrics import get_metric
+from ablate.backend.services import runs as run_service
 
 # Enough points for a 1280 px wide chart; min-max downsampling keeps spikes visible.
 MAX_CHART_POINTS = 2_000

@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from backend.db.models import StudyStatus
-from backend.services import studies as study_service
+from ablate.backend.db.models import StudyStatus
+from ablate.backend.services import studies as study_service
 
 TERMINAL = frozenset({StudyStatus.succeeded.value, StudyStatus.failed.value, StudyStatus.cancelled.value})
 STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")

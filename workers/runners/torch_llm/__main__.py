@@ -1,4 +1,4 @@
-"""Child-process entry point: ``python -m workers.runners.torch_llm --spec S.json --result R.json``.
+"""Child-process entry point: ``python -m ablate.workers.runners.torch_llm --spec S.json --result R.json``.
 
 Writes progress as JSON lines prefixed with :data:`EVENT_PREFIX` on stdout (everything else on
 stdout/stderr is log) and the rank's RunResult as JSON to ``--result``. Exit codes: 0 succeeded,
@@ -14,8 +14,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from workers.runners.base import RunResult, RunSpec
-from workers.runners.torch_llm.protocol import EVENT_PREFIX
+from ablate.workers.runners.base import RunResult, RunSpec
+from ablate.workers.runners.torch_llm.protocol import EVENT_PREFIX
 
 
 def _emit(event: dict[str, Any]) -> None:
@@ -30,13 +30,13 @@ def _fail(result_path: Path, error: str, kind: str, code: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m workers.runners.torch_llm")
+    ap = argparse.ArgumentParser(prog="python -m ablate.workers.runners.torch_llm")
     ap.add_argument("--spec", required=True, type=Path)
     ap.add_argument("--result", required=True, type=Path)
     args = ap.parse_args(argv)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
 
-    from workers.runners.torch_llm.config import TrainConfig
+    from ablate.workers.runners.torch_llm.config import TrainConfig
 
     try:
         cfg = TrainConfig.from_spec(spec)
@@ -45,7 +45,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch.distributed as dist
 
-    from workers.runners.torch_llm.train import SetupError, init_distributed, run_training, select_device
+    from ablate.workers.runners.torch_llm.train import (
+        SetupError,
+        init_distributed,
+        run_training,
+        select_device,
+    )
 
     try:
         device = select_device(cfg)

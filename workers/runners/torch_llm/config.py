@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from workers.runners.base import RunSpec
+from ablate.workers.runners.base import RunSpec
 
 
 @dataclass(frozen=True)

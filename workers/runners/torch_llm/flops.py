@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from workers.runners.torch_llm.config import ModelConfig
+from ablate.workers.runners.torch_llm.config import ModelConfig
 
 
 def non_embedding_params(model: nn.Module) -> int:

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from workers.runners.torch_llm.config import ModelConfig
+from ablate.workers.runners.torch_llm.config import ModelConfig
 
 
 class RMSNorm(nn.Module):

@@ -11,15 +11,15 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from workers.runners.base import (
+from ablate.workers.runners.base import (
     ProgressCallback,
     RunResult,
     RunSpec,
     factor_error,
     normalize_factor,
 )
-from workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, merged_env
-from workers.runners.torch_llm.protocol import parse_event
+from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, merged_env
+from ablate.workers.runners.torch_llm.protocol import parse_event
 
 NAME = "torch-llm"
 _REPO_ROOT = str(Path(__file__).resolve().parents[3])
@@ -132,7 +132,7 @@ def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunRe
         argv = [
             sys.executable,
             "-m",
-            "workers.runners.torch_llm",
+            "ablate.workers.runners.torch_llm",
             "--spec",
             str(spec_path),
             "--result",

@@ -23,9 +23,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from workers.runners.torch_llm import flops
-from workers.runners.torch_llm.config import TrainConfig
-from workers.runners.torch_llm.model import Transformer, lm_loss
+from ablate.workers.runners.torch_llm import flops
+from ablate.workers.runners.torch_llm.config import TrainConfig
+from ablate.workers.runners.torch_llm.model import Transformer, lm_loss
 
 Emit = Callable[[dict[str, Any]], None]
 GIB = float(2**30)

@@ -1,0 +1,1 @@
+"""The dashboard's templates and static files, shipped inside the package as data (no Python here)."""
