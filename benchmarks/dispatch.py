@@ -34,12 +34,12 @@ from ablate.backend.config import Settings
 from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Cluster, Run, Variant, Workload
+from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec, register_runner
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog
 from ablate.backend.services.studies import create_study
 from ablate.workers.dispatcher import Dispatcher
-from ablate.workers.runners.base import ProgressCallback, RunResult, RunSpec, register_runner
 
 
 class NoopRunner:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from ablate.workers.runners.base import RunSpec, get_runner
+from ablate.backend.domain.runner import RunSpec, get_runner
 from ablate.workers.runners.torch_llm.config import TrainConfig
 from ablate.workers.runners.torch_llm.model import Transformer, lm_loss
 from ablate.workers.runners.torch_llm.train import build_trainer, run_training

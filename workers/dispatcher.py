@@ -36,13 +36,13 @@ from ablate.backend.config import Settings
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run
-from ablate.backend.services.ingest import InvalidResults, RunResultIn, record_run_results
+from ablate.backend.domain.placement import NodeDemand, NodeInfo, demand_for, unplaceable_reason
+from ablate.backend.domain.runner import Runner, RunResult, RunSpec
+from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
 from ablate.backend.services.studies import refresh_study_statuses
 from ablate.workers import ray_runtime
 from ablate.workers.dispatch import claims
 from ablate.workers.envrules import plan_environment
-from ablate.workers.resources import NodeDemand, NodeInfo, demand_for, unplaceable_reason
-from ablate.workers.runners.base import Runner, RunResult, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -559,46 +559,29 @@ class Dispatcher:
             if run is None:
                 log.info("run %s was cancelled or taken over; its result is dropped", out.run_id)
                 continue
-            items.append(self._result_in(out, run))
+            items.append(self._finished(out, run))
         try:  # one batch: one statement per table
             return record_run_results(session, items, refresh_studies=False)
         except InvalidResults as exc:  # raised before anything is written
             for i, problem in exc.by_index.items():
-                items[i] = replace(
-                    items[i],
-                    status="failed",
-                    metrics={},
-                    series={},
-                    error=f"the runner's result is invalid: {problem}",
-                    failure_kind="benchmark",
-                )
+                res = items[i].result
+                failed = replace(res, status="failed", metrics={}, series={}, better={})
+                failed.error = f"the runner's result is invalid: {problem}"
+                failed.failure_kind = "benchmark"
+                items[i] = replace(items[i], result=failed)
             return record_run_results(session, items, refresh_studies=False)
 
-    def _result_in(self, out: Outcome, run: Run) -> RunResultIn:
+    def _finished(self, out: Outcome, run: Run) -> FinishedRun:
         res = out.result
-        error = res.error
-        if out.retryable and error:
-            error = f"{error} (after {out.attempt} attempt(s))"
+        if out.retryable and res.error:
+            res = replace(res, error=f"{res.error} (after {out.attempt} attempt(s))")
         started_at = out.started_at
         if started_at and out.finished_at and out.finished_at < started_at:
             started_at = None
         if out.progress:
             run.current_step, run.total_steps = out.progress[0], out.progress[1]
         run.lease_expires_at = None
-        return RunResultIn(
-            run=run,
-            status=res.status,
-            metrics=dict(res.metrics),
-            series=dict(res.series),
-            provenance=res.provenance,
-            environment=res.environment,
-            error=error,
-            failure_kind=res.failure_kind,
-            log_tail=res.log_tail or None,
-            log_path=res.log_path,
-            started_at=started_at,
-            finished_at=out.finished_at,
-        )
+        return FinishedRun(run, res, started_at=started_at, finished_at=out.finished_at)
 
 
 def _key(value: datetime | None) -> float:

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from ablate.backend.config import Settings
-from ablate.workers.resources import NodeInfo
+from ablate.backend.domain.placement import NodeInfo
 
 log = logging.getLogger(__name__)
 NAMESPACE = "ablate"

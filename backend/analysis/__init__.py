@@ -9,30 +9,16 @@ from ablate.backend.analysis.factorial import (
     factors_from_variant,
 )
 from ablate.backend.analysis.manifest import ManifestDiff, PackageChange, compare_versions, diff_manifests
-from ablate.backend.analysis.metrics import (
-    KNOWN_METRICS,
-    MetricDef,
-    describe_metric,
-    direction_of,
-    get_metric,
-    infer_direction,
-    is_better,
-    is_known_metric,
-    oriented_ratio,
-    resolve_metric,
-)
 from ablate.backend.analysis.regression import LookbackResult, RegressionResult, compare_releases, lookback
 from ablate.backend.analysis.stats import Summary, summarize
 
 __all__ = [
-    "KNOWN_METRICS",
     "Comparison",
     "Effect",
     "FactorialAnalysis",
     "LadderAnalysis",
     "LookbackResult",
     "ManifestDiff",
-    "MetricDef",
     "PackageChange",
     "RegressionResult",
     "Summary",
@@ -42,16 +28,8 @@ __all__ = [
     "compare_releases",
     "compare_samples",
     "compare_versions",
-    "describe_metric",
     "diff_manifests",
-    "direction_of",
     "factors_from_variant",
-    "get_metric",
-    "infer_direction",
-    "is_better",
-    "is_known_metric",
     "lookback",
-    "oriented_ratio",
-    "resolve_metric",
     "summarize",
 ]

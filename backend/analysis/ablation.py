@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ablate.backend.analysis.comparison import Comparison, Pair, compare_many
-from ablate.backend.analysis.metrics import Direction, describe_metric
 from ablate.backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, clean_values, summarize_many
+from ablate.backend.domain.metrics import Direction, describe_metric
 
 _ZERO_LOG_GAIN = 1e-9
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ablate.backend.analysis.metrics import Direction, orient_ratio
 from ablate.backend.analysis.stats import (
     DEFAULT_N_RESAMPLES,
     bootstrap_median_cis,
@@ -21,6 +20,7 @@ from ablate.backend.analysis.stats import (
     min_possible_p,
     sorted_median,
 )
+from ablate.backend.domain.metrics import Direction, orient_ratio
 
 TEST_NAME = "mann-whitney-u two-sided"
 

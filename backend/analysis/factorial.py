@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ablate.backend.analysis.metrics import Direction, describe_metric
 from ablate.backend.analysis.stats import clean_values, finite_or_none
+from ablate.backend.domain.metrics import Direction, describe_metric
 
 MAX_FACTORS = 12
 

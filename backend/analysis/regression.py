@@ -24,7 +24,6 @@ from typing import Literal
 
 import numpy as np
 
-from ablate.backend.analysis.metrics import Direction, describe_metric
 from ablate.backend.analysis.stats import (
     DEFAULT_N_RESAMPLES,
     bootstrap_median_cis,
@@ -34,6 +33,7 @@ from ablate.backend.analysis.stats import (
     min_possible_p,
     sorted_median,
 )
+from ablate.backend.domain.metrics import Direction, describe_metric
 
 Verdict = Literal["improved", "regressed", "unchanged"]
 TEST_NAME = "mann-whitney-u two-sided"

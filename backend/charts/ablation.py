@@ -7,10 +7,10 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from ablate.backend.analysis.ablation import LadderAnalysis
-from ablate.backend.analysis.metrics import describe_metric
 from ablate.backend.charts._common import fmt, has_data, speedup_of, variant_order
 from ablate.backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.domain.metrics import describe_metric
 
 
 def _baseline_name(ladders: Mapping[str, LadderAnalysis]) -> str:

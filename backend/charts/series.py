@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ablate.backend.analysis.metrics import describe_metric
 from ablate.backend.charts.layout import apply_layout, chart_title, empty_figure
+from ablate.backend.domain.metrics import describe_metric
 
 MAX_POINTS = 100_000
 # Above this many points per trace, WebGL keeps the page responsive.

@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ablate.backend.analysis.metrics import describe_metric
 from ablate.backend.analysis.stats import Summary
 from ablate.backend.charts._common import fmt
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.domain.metrics import describe_metric
 
 
 def release_trend(

@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from ablate.backend.cli.common import console, open_database, settings
 from ablate.backend.cli.serve import prepare_database
 from ablate.backend.db.database import Database
-from ablate.backend.db.models import TERMINAL_STATUSES, Study
+from ablate.backend.db.models import Study
+from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.errors import AblateError
 from ablate.backend.reports import default_filename, render
 from ablate.backend.server import BackgroundServer, bind_socket, start_background_server
@@ -74,7 +75,7 @@ def _watch(database: Database, study_id: int, stop: threading.Event) -> dict[str
                 if status == "succeeded" and total:
                     current = total
                 bars.update(task, total=total, completed=current or 0, note=note)
-                if status in TERMINAL_STATUSES:
+                if status in TERMINAL_STATES:
                     done += 1
                     bars.stop_task(task)
             bars.update(overall, completed=done, note=str(matrix["status"]))

@@ -23,43 +23,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ablate.backend.db.base import Base, UTCDateTime, utcnow
+from ablate.backend.domain.states import Accelerator, Platform, RunSource, RunStatus, StudyStatus
 
 NAME = 200  # bound on every human-given name
-
-
-class Platform(enum.StrEnum):
-    gpu = "gpu"
-    ppu = "ppu"
-
-
-class Accelerator(enum.StrEnum):
-    gpu = "gpu"
-    ppu = "ppu"
-    cpu = "cpu"
-
-
-class RunStatus(enum.StrEnum):
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
-
-
-TERMINAL_STATUSES = frozenset({RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled})
-
-
-class RunSource(enum.StrEnum):
-    scheduled = "scheduled"
-    ci = "ci"
-
-
-class StudyStatus(enum.StrEnum):
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
 
 
 class TokenScope(enum.StrEnum):
@@ -250,13 +216,20 @@ class RunMetric(Base):
     """One summary value per (run, metric): what lists and comparisons read, never the series."""
 
     __tablename__ = "run_metrics"
-    __table_args__ = (UniqueConstraint("run_id", "name"), Index("ix_run_metrics_name", "name"))
+    __table_args__ = (
+        UniqueConstraint("run_id", "name"),
+        Index("ix_run_metrics_name", "name"),
+        CheckConstraint("better IS NULL OR better IN ('higher', 'lower')", name="better"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(NAME))
     value: Mapped[float] = mapped_column(Float)
     unit: Mapped[str] = mapped_column(String(32))
+    # A custom metric's direction as decided at ingest (stated, or read from its unit); NULL for
+    # registered metrics, whose direction the registry fixes.
+    better: Mapped[str | None] = mapped_column(String(8), nullable=True)
 
     run: Mapped[Run] = relationship(back_populates="metrics")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
-from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison import ReleaseComparison, ReleaseDelta, RunSetComparison
 
 

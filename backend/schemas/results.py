@@ -20,6 +20,8 @@ class MetricValue(Strict):
 
     value: float
     unit: Unit
+    # For a custom metric whose unit does not say which way is better (e.g. "%", "count").
+    better: Literal["higher", "lower"] | None = None
 
 
 def _metric_tag(value: Any) -> str:

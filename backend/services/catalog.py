@@ -14,9 +14,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster, Release, Variant, Workload
+from ablate.backend.domain.factors import normalize_factors
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, ReleaseUpdate, VariantDef, WorkloadDef
 from ablate.backend.services.errors import Conflict, NotFound, ValidationProblem
-from ablate.workers.runners.base import normalize_factor
 
 Entry = TypeVar("Entry", Variant, Workload, Cluster)
 NamedModel = type[Variant] | type[Workload] | type[Cluster]
@@ -30,11 +30,6 @@ def parse_release_ref(ref: str, loc: str = "release") -> tuple[str, str]:
     if not sep or not image or not tag or "/" in tag:
         raise ValidationProblem.at(loc, f"expected IMAGE:TAG (e.g. training-nv-pytorch:25.12), got {ref!r}")
     return image, tag
-
-
-def normalize_factors(factors: list[str]) -> list[str]:
-    """Factors as stored: canonical spelling, sorted, each once (order of switching on is the ladder's)."""
-    return sorted({normalize_factor(f) for f in factors})
 
 
 # Releases ---------------------------------------------------------------------------------------

@@ -1,28 +1,30 @@
 """Storing a run's result: the one code path behind ``POST /api/v1/results`` and the Ray dispatcher.
 
-:func:`record_run_results` finishes a batch of runs (the dispatcher's path; :func:`record_run_result` is
-its batch of one); :func:`submit_results` creates runs from a CI batch. Both validate through
-:func:`prepare_result` and write through :func:`write_results`, so a result is checked and stored the
-same way wherever it comes from. Summary metrics become one ``run_metrics`` row each; series are
-packed into two blobs per (run, metric) with their min/max/last.
-Everything happens in the caller's transaction: a batch with one bad result stores nothing.
+Both paths hand over the same in-memory result, :class:`~ablate.backend.domain.runner.RunResult`: the
+dispatcher gets it from a runner, :func:`submit_results` builds it from each CI result
+(:func:`result_from_ci`). :func:`prepare_rows` validates it once (metric registry, finiteness, series
+shape) into typed rows, and :func:`write_rows` inserts them with one statement per table.
+:func:`record_run_results` finishes a batch of scheduled runs (:func:`record_run_result` is its batch
+of one). Summary metrics become one ``run_metrics`` row each; series are packed into two blobs per
+(run, metric) with their min/max/last. Everything happens in the caller's transaction: a batch with
+one bad result stores nothing.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
-from ablate.backend.analysis.metrics import get_metric, resolve_metric
 from ablate.backend.db import series_codec
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import (
@@ -36,6 +38,8 @@ from ablate.backend.db.models import (
     Variant,
     Workload,
 )
+from ablate.backend.domain.metrics import get_metric, resolve_metric
+from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
 from ablate.backend.services import catalog
 from ablate.backend.services.errors import FieldError, ValidationProblem
@@ -43,18 +47,32 @@ from ablate.backend.services.errors import FieldError, ValidationProblem
 THROUGHPUT = "throughput_tokens_per_s"
 
 
-@dataclass
-class PreparedResult:
-    """A result's metrics and series, validated and ready to insert."""
+class MetricRow(NamedTuple):
+    name: str
+    value: float
+    unit: str
+    better: str | None  # stored for custom metrics only: the registry decides for known ones
 
-    metrics: list[tuple[str, float, str]] = field(default_factory=list)
-    # (metric, n_points, steps blob, values blob, min, max, last)
-    series: list[tuple[str, int, bytes, bytes, float | None, float | None, float | None]] = field(
-        default_factory=list
-    )
+
+class SeriesRow(NamedTuple):
+    metric: str
+    n_points: int
+    steps: bytes
+    values: bytes
+    min_value: float | None
+    max_value: float | None
+    last_value: float | None
+
+
+@dataclass
+class Rows:
+    """A result's metric and series rows, validated and ready to insert."""
+
+    metrics: list[MetricRow] = field(default_factory=list)
+    series: list[SeriesRow] = field(default_factory=list)
 
     def metric(self, name: str) -> float | None:
-        return next((v for n, v, _ in self.metrics if n == name), None)
+        return next((m.value for m in self.metrics if m.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -67,41 +85,33 @@ def _join(loc: str, name: str) -> str:
     return f"{loc}.{name}" if loc else name
 
 
-def prepare_result(
-    metrics: Mapping[str, tuple[float, str | None]],
-    series: Mapping[str, tuple[Sequence[int], Sequence[float]]],
-    *,
-    loc: str = "",
-    errors: list[FieldError] | None = None,
-) -> PreparedResult:
-    """Validate metrics (finite, units per the registry, physical quantities not negative) and series.
+def prepare_rows(result: RunResult, *, loc: str = "", errors: list[FieldError] | None = None) -> Rows:
+    """Validate a result's metrics (registry units and direction, finite, physical bounds) and series.
 
     Problems are appended to ``errors`` when given (so a batch reports all of them), else raised.
     """
     own: list[FieldError] = [] if errors is None else errors
     start = len(own)
-    out = PreparedResult()
-    for name, (value, unit) in metrics.items():
+    out = Rows()
+    for name, (value, unit) in result.metrics.items():
         where = _join(loc, f"metrics.{name}")
         try:
-            definition = resolve_metric(name, unit)
+            definition = resolve_metric(name, unit or None, result.better.get(name))
         except ValueError as exc:
             own.append(FieldError(where, str(exc)))
             continue
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             own.append(FieldError(where, f"not a number: {value!r}"))
-            continue
-        if not math.isfinite(value):
+        elif not math.isfinite(value):
             own.append(FieldError(where, "must be a finite number (no NaN, no infinity)"))
         elif definition.non_negative and value < 0:
             own.append(FieldError(where, f"{definition.label} cannot be negative, got {value!r}"))
         elif definition.max_value is not None and value > definition.max_value:
             own.append(FieldError(where, f"must be at most {definition.max_value}, got {value!r}"))
         else:
-            out.metrics.append((name, value, definition.unit))
-    for name, (steps_in, values_in) in series.items():
+            better = None if get_metric(name) else definition.direction
+            out.metrics.append(MetricRow(name, float(value), definition.unit, better))
+    for name, (steps_in, values_in) in result.series.items():
         where = _join(loc, f"series.{name}")
         try:
             steps = np.asarray(steps_in, dtype=np.int64)
@@ -118,7 +128,7 @@ def prepare_result(
         lo, hi, last = (
             (float(values.min()), float(values.max()), float(values[-1])) if n else (None, None, None)
         )
-        out.series.append((name, n, steps_blob, values_blob, lo, hi, last))
+        out.series.append(SeriesRow(name, n, steps_blob, values_blob, lo, hi, last))
     if errors is None and len(own) > start:
         raise ValidationProblem(f"{len(own)} invalid value(s): {own[0].loc}: {own[0].msg}", own)
     return out
@@ -143,27 +153,10 @@ def _series_problem(name: str, steps: np.ndarray, values: np.ndarray) -> str | N
     return None
 
 
-def write_results(session: Session, prepared: Sequence[tuple[int, PreparedResult]]) -> None:
+def write_rows(session: Session, rows: Sequence[tuple[int, Rows]]) -> None:
     """Insert the metric and series rows of already-flushed runs, in bulk (one statement per table)."""
-    metric_rows = [
-        {"run_id": run_id, "name": n, "value": v, "unit": u}
-        for run_id, p in prepared
-        for n, v, u in p.metrics
-    ]
-    series_rows = [
-        {
-            "run_id": run_id,
-            "metric": m,
-            "n_points": n,
-            "steps": s,
-            "values": v,
-            "min_value": lo,
-            "max_value": hi,
-            "last_value": last,
-        }
-        for run_id, p in prepared
-        for m, n, s, v, lo, hi, last in p.series
-    ]
+    metric_rows = [{"run_id": run_id, **m._asdict()} for run_id, r in rows for m in r.metrics]
+    series_rows = [{"run_id": run_id, **s._asdict()} for run_id, r in rows for s in r.series]
     if metric_rows:
         session.execute(insert(RunMetric), metric_rows)
     if series_rows:
@@ -177,21 +170,13 @@ def _check_times(started_at: datetime | None, finished_at: datetime | None, loc:
 
 
 @dataclass
-class RunResultIn:
-    """One finished run to record: the run (loaded, held by the caller) and its result."""
+class FinishedRun:
+    """One scheduled run to finish: the run (loaded, held by the caller), its result and when it ran."""
 
     run: Run
-    status: str
-    metrics: Mapping[str, tuple[float, str | None]]
-    series: Mapping[str, tuple[Sequence[int], Sequence[float]]]
-    provenance: dict[str, Any]
-    environment: dict[str, Any] | None
-    error: str | None
-    failure_kind: str | None
-    log_tail: str | None
-    log_path: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
+    result: RunResult
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 class InvalidResults(ValidationProblem):
@@ -203,22 +188,22 @@ class InvalidResults(ValidationProblem):
         self.by_index = by_index
 
 
-def _validate(item: RunResultIn) -> PreparedResult | ValidationProblem:
-    if item.status not in RunStatus.__members__:
-        return ValidationProblem.at("status", f"unknown run status {item.status!r}")
+def _validate(item: FinishedRun) -> Rows | ValidationProblem:
+    if item.result.status not in RunStatus.__members__:
+        return ValidationProblem.at("status", f"unknown run status {item.result.status!r}")
     errors: list[FieldError] = []
-    prepared = prepare_result(item.metrics, item.series, errors=errors)
+    rows = prepare_rows(item.result, errors=errors)
     if bad := _check_times(item.started_at, item.finished_at, ""):
         errors.append(bad)
     if errors:
         return ValidationProblem(
             f"invalid result for run {item.run.id}: {errors[0].loc}: {errors[0].msg}", errors
         )
-    return prepared
+    return rows
 
 
 def record_run_results(
-    session: Session, items: Sequence[RunResultIn], *, refresh_studies: bool = True
+    session: Session, items: Sequence[FinishedRun], *, refresh_studies: bool = True
 ) -> set[int]:
     """Finish a batch of runs: validate every result, then replace their metrics and series and set
     their fields with one statement per table, and refresh each affected study's status once.
@@ -234,22 +219,11 @@ def record_run_results(
         errors = [replace(e, loc=f"[{i}].{e.loc}") for i, p in bad.items() for e in p.errors]
         first = next(iter(bad.values()))
         raise InvalidResults(f"{len(bad)} invalid result(s); first: {first.detail}", errors, bad)
-    prepared = [c for c in checked if isinstance(c, PreparedResult)]
-    for item, p in zip(items, prepared, strict=True):
-        run = item.run
-        _set_fields(
-            run,
-            status=RunStatus.cancelled.value if run.status == RunStatus.cancelled else item.status,
-            provenance=item.provenance,
-            environment=item.environment,
-            error=item.error,
-            failure_kind=item.failure_kind,
-            log_tail=item.log_tail,
-            log_path=item.log_path,
-            started_at=item.started_at,
-            finished_at=item.finished_at,
-            prepared=p,
-        )
+    rows = [c for c in checked if isinstance(c, Rows)]
+    for item, r in zip(items, rows, strict=True):
+        # A run cancelled meanwhile stays cancelled.
+        status = RunStatus.cancelled.value if item.run.status == RunStatus.cancelled else None
+        _apply(item.run, item.result, r, item.started_at, item.finished_at, status=status)
     session.flush()  # runs with the same changed columns go out as one executemany UPDATE
     ids = [item.run.id for item in items]
     if not ids:
@@ -257,7 +231,7 @@ def record_run_results(
     # A retried attempt replaces what an earlier attempt left behind.
     session.execute(delete(RunMetric).where(RunMetric.run_id.in_(ids)))
     session.execute(delete(RunSeries).where(RunSeries.run_id.in_(ids)))
-    write_results(session, [(item.run.id, p) for item, p in zip(items, prepared, strict=True)])
+    write_rows(session, [(item.run.id, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
         session.expire(item.run, ["metrics", "series"])
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
@@ -271,52 +245,45 @@ def record_run_results(
 def record_run_result(
     session: Session,
     run: Run,
+    result: RunResult,
     *,
-    status: str,
-    metrics: dict[str, tuple[float, str]],
-    series: dict[str, tuple[Sequence[int], Sequence[float]]],
-    provenance: dict[str, Any],
-    environment: dict[str, Any] | None,
-    error: str | None,
-    failure_kind: str | None,
-    log_tail: str | None,
-    log_path: str | None,
-    started_at: datetime | None,
-    finished_at: datetime | None,
+    started_at: datetime | None = None,
+    finished_at: datetime | None = None,
 ) -> None:
     """Finish ``run`` with a result: :func:`record_run_results` for a batch of one.
 
     Raises :class:`ValidationProblem` naming the bad fields; nothing is written then.
     """
-    item = RunResultIn(
-        run=run,
-        status=status,
-        metrics=metrics,
-        series=series,
-        provenance=provenance,
-        environment=environment,
-        error=error,
-        failure_kind=failure_kind,
-        log_tail=log_tail,
-        log_path=log_path,
-        started_at=started_at,
-        finished_at=finished_at,
-    )
     try:
-        record_run_results(session, [item])
+        record_run_results(session, [FinishedRun(run, result, started_at, finished_at)])
     except InvalidResults as exc:
         raise exc.by_index[0] from None
 
 
-def _set_fields(
-    run: Run, *, prepared: PreparedResult, environment: dict[str, Any] | None, **values: Any
+def _apply(
+    run: Run,
+    result: RunResult,
+    rows: Rows,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    *,
+    status: str | None = None,
 ) -> None:
-    for name, value in values.items():
-        if value is not None or name in {"error", "failure_kind"}:
+    """Set a run's columns from its result (the error fields are cleared by a later success)."""
+    run.status = status or result.status
+    run.error = result.error
+    run.failure_kind = result.failure_kind
+    run.provenance = dict(result.provenance)
+    run.environment = dict(result.environment)
+    for name, value in (
+        ("log_tail", result.log_tail or None),
+        ("log_path", result.log_path),
+        ("started_at", started_at),
+        ("finished_at", finished_at),
+    ):
+        if value is not None:
             setattr(run, name, value)
-    if environment is not None:
-        run.environment = environment
-    throughput = prepared.metric(THROUGHPUT)
+    throughput = rows.metric(THROUGHPUT)
     if throughput is not None:
         run.latest_throughput = throughput
     if run.status == RunStatus.succeeded and run.total_steps is not None:
@@ -334,11 +301,95 @@ def result_keys(batch: ResultsBatch, idempotency_key: str | None) -> list[str | 
     ]
 
 
-def _metrics_of(result: ResultIn) -> dict[str, tuple[float, str | None]]:
-    return {
-        name: (m.value, m.unit) if isinstance(m, MetricValue) else (m, None)
-        for name, m in result.metrics.items()
-    }
+def result_from_ci(result: ResultIn) -> RunResult:
+    """A submitted CI result as the in-memory result every run has (pydantic checked its shape)."""
+    metrics: dict[str, tuple[float, str]] = {}
+    better: dict[str, str] = {}
+    for name, m in result.metrics.items():
+        if isinstance(m, MetricValue):
+            metrics[name] = (m.value, m.unit)
+            if m.better is not None:
+                better[name] = m.better
+        else:
+            metrics[name] = (m, "")
+    return RunResult(
+        status=result.status,
+        metrics=metrics,
+        series={name: (s.steps, s.values) for name, s in result.series.items()},
+        provenance=dict(result.provenance),
+        error=result.error,
+        failure_kind=result.failure_kind,
+        log_tail=result.log_tail or "",
+        environment=dict(result.environment),
+        better=better,
+    )
+
+
+def _existing_runs(session: Session, keys: Sequence[str | None]) -> dict[str, int]:
+    """Runs a first submission already created under these idempotency keys: key -> run id."""
+    wanted = [k for k in keys if k is not None]
+    if not wanted:
+        return {}
+    rows = session.execute(select(Run.idempotency_key, Run.id).where(Run.idempotency_key.in_(wanted)))
+    return {k: i for k, i in rows if k is not None}
+
+
+def _check_keys_distinct(keys: Sequence[str | None]) -> None:
+    seen: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key is not None and seen.setdefault(key, i) != i:
+            raise ValidationProblem.at(
+                f"results[{i}].idempotency_key",
+                f"the same key as results[{seen[key]}]; each result needs its own",
+            )
+
+
+def _validated(todo: Sequence[tuple[int, ResultIn, RunResult]]) -> dict[int, Rows]:
+    """Every new result's rows, or one problem listing every bad field of the batch."""
+    errors: list[FieldError] = []
+    rows: dict[int, Rows] = {}
+    for i, submitted, result in todo:
+        loc = f"results[{i}]"
+        rows[i] = prepare_rows(result, loc=loc, errors=errors)
+        if result.status == "succeeded" and not result.metrics:
+            errors.append(FieldError(f"{loc}.metrics", "a succeeded result needs at least one metric"))
+        if bad := _check_times(submitted.started_at, submitted.finished_at, loc):
+            errors.append(bad)
+    if errors:
+        raise ValidationProblem(
+            f"{len(errors)} invalid value(s); first: {errors[0].loc}: {errors[0].msg}", errors
+        )
+    return rows
+
+
+class _CatalogLookup:
+    """Catalog entries of one batch, each resolved (or created) once."""
+
+    def __init__(self, session: Session, token_scope: str | None) -> None:
+        self.session = session
+        self.may_create_release = token_scope == "admin"
+        self.named: dict[tuple[type, str], Any] = {}
+        self.releases: dict[str, Release] = {}
+
+    def run_for(self, result: ResultIn, loc: str, key: str | None) -> Run:
+        release = result.release
+        ref = release if isinstance(release, str) else f"{release.image}:{release.tag}"
+        if ref not in self.releases:
+            self.releases[ref] = catalog.resolve_release(
+                self.session, release, f"{loc}.release", may_create=self.may_create_release
+            )
+        s, named = self.session, self.named
+        return Run(
+            release_id=self.releases[ref].id,
+            cluster_id=catalog.resolve_named(s, Cluster, result.cluster, f"{loc}.cluster", named).id,
+            workload_id=catalog.resolve_named(s, Workload, result.workload, f"{loc}.workload", named).id,
+            variant_id=catalog.resolve_named(s, Variant, result.variant, f"{loc}.variant", named).id,
+            repeat=result.repeat,
+            attempt=1,
+            source=RunSource.ci.value,
+            idempotency_key=key,
+            queue_order=0,
+        )
 
 
 def submit_results(
@@ -346,86 +397,25 @@ def submit_results(
 ) -> SubmitOutcome:
     """Store a CI batch as one run per result, or return the runs a first identical submission created."""
     keys = result_keys(batch, idempotency_key)
-    wanted = [k for k in keys if k is not None]
-    existing: dict[str, int] = {}
-    if wanted:
-        rows = session.execute(select(Run.idempotency_key, Run.id).where(Run.idempotency_key.in_(wanted)))
-        existing = {k: i for k, i in rows if k is not None}
-    if wanted and len(wanted) == len(keys) and all(k in existing for k in keys):
-        return SubmitOutcome([existing[k] for k in keys if k is not None], created=False)
-
-    seen: dict[str, int] = {}
-    for i, key in enumerate(keys):
-        if key is not None and seen.setdefault(key, i) != i:
-            loc = f"results[{i}].idempotency_key"
-            raise ValidationProblem.at(
-                loc, f"the same key as results[{seen[key]}]; each result needs its own"
-            )
-    todo = [(i, r, k) for i, (r, k) in enumerate(zip(batch.results, keys, strict=True)) if k not in existing]
-    errors: list[FieldError] = []
-    prepared: dict[int, PreparedResult] = {}
-    for i, result, _ in todo:
-        loc = f"results[{i}]"
-        series = {name: (s.steps, s.values) for name, s in result.series.items()}
-        prepared[i] = prepare_result(_metrics_of(result), series, loc=loc, errors=errors)
-        if result.status == "succeeded" and not result.metrics:
-            errors.append(FieldError(f"{loc}.metrics", "a succeeded result needs at least one metric"))
-        if bad := _check_times(result.started_at, result.finished_at, loc):
-            errors.append(bad)
-    if errors:
-        raise ValidationProblem(
-            f"{len(errors)} invalid value(s); first: {errors[0].loc}: {errors[0].msg}", errors
-        )
-
-    cache: dict[tuple[type, str], Any] = {}
-    releases: dict[str, Release] = {}
+    existing = _existing_runs(session, keys)
+    if all(k is not None and k in existing for k in keys):
+        return SubmitOutcome([existing[str(k)] for k in keys], created=False)
+    _check_keys_distinct(keys)
+    todo = [
+        (i, submitted, result_from_ci(submitted))
+        for i, (submitted, key) in enumerate(zip(batch.results, keys, strict=True))
+        if key not in existing
+    ]
+    rows = _validated(todo)
+    lookup = _CatalogLookup(session, token_scope)
     runs: dict[int, Run] = {}
-    for i, result, key in todo:
-        loc = f"results[{i}]"
-        ref = (
-            result.release
-            if isinstance(result.release, str)
-            else f"{result.release.image}:{result.release.tag}"
-        )
-        release = releases.get(ref)
-        if release is None:
-            release = catalog.resolve_release(
-                session, result.release, f"{loc}.release", may_create=token_scope == "admin"
-            )
-            releases[ref] = release
-        cluster = catalog.resolve_named(session, Cluster, result.cluster, f"{loc}.cluster", cache)
-        workload = catalog.resolve_named(session, Workload, result.workload, f"{loc}.workload", cache)
-        variant = catalog.resolve_named(session, Variant, result.variant, f"{loc}.variant", cache)
-        run = Run(
-            release_id=release.id,
-            cluster_id=cluster.id,
-            workload_id=workload.id,
-            variant_id=variant.id,
-            repeat=result.repeat,
-            attempt=1,
-            source=RunSource.ci.value,
-            idempotency_key=key,
-            queue_order=0,
-            provenance={},
-            environment={},
-        )
-        _set_fields(
-            run,
-            status=result.status,
-            provenance=dict(result.provenance),
-            environment=dict(result.environment),
-            error=result.error,
-            failure_kind=result.failure_kind,
-            log_tail=result.log_tail,
-            log_path=None,
-            started_at=result.started_at,
-            finished_at=result.finished_at,
-            prepared=prepared[i],
-        )
+    for i, submitted, result in todo:
+        run = lookup.run_for(submitted, f"results[{i}]", keys[i])
+        _apply(run, result, rows[i], submitted.started_at, submitted.finished_at)
         runs[i] = run
     session.add_all(runs.values())
     session.flush()  # one batched INSERT ... RETURNING for all runs
-    write_results(session, [(runs[i].id, prepared[i]) for i, _, _ in todo])
+    write_rows(session, [(runs[i].id, rows[i]) for i, _, _ in todo])
     ids = [runs[i].id if i in runs else existing[str(keys[i])] for i in range(len(keys))]
     return SubmitOutcome(ids, created=True)
 

@@ -18,9 +18,9 @@ import numpy as np
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from ablate.backend.analysis.metrics import get_metric
 from ablate.backend.db import series_codec
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunSeries, Variant, Workload
+from ablate.backend.domain.metrics import get_metric
 from ablate.backend.services import catalog
 from ablate.backend.services.downsample import minmax_downsample
 from ablate.backend.services.errors import NotFound, ValidationProblem

@@ -20,10 +20,11 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus, Study, StudyStatus, Variant, Workload
+from ablate.backend.domain.runner import get_runner
+from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog
 from ablate.backend.services.errors import NotFound, ValidationProblem
-from ablate.workers.runners.base import get_runner
 
 DEFAULT_RUNNER = "torch-llm"
 # Serialises queue_order allocation between concurrent study creations on PostgreSQL.
@@ -181,7 +182,7 @@ def _refresh(session: Session, found: list[Study]) -> dict[int, str]:
         status = derive_status(counts[study.id])
         if study.status != status.value:
             study.status = status.value
-        terminal = status in {StudyStatus.succeeded, StudyStatus.failed, StudyStatus.cancelled}
+        terminal = is_terminal(status)
         if terminal and study.finished_at is None:
             study.finished_at = utcnow()
         elif not terminal and study.finished_at is not None:

@@ -38,7 +38,7 @@ def test_contract_example_is_stored(live_server: LiveServer, admin: httpx.Client
     assert series["steps"] == [1, 2, 3] and series["values"] == [5.3, 5.1, 5.08] and series["unit"] == "s"
     # once known, entries may be named alone; custom metrics state their unit
     by_name = result(cluster="h200-2x8", workload="deepspeed/llama3-8b", variant="AC2+ACCL+CompilerOpt")
-    by_name["metrics"]["grad_norm"] = {"value": 0.8, "unit": "1"}
+    by_name["metrics"]["grad_norm"] = {"value": 0.8, "unit": "1", "better": "lower"}
     r2 = ci.post("/results", json={"results": [by_name]})
     assert r2.status_code == 201, r2.text
     with live_server.database.read() as s:

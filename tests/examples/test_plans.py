@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from ablate.backend.cli.releases import load_release_file
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Cluster, Run, Variant
+from ablate.backend.domain.factors import normalize_factors
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog, studies
@@ -60,7 +61,7 @@ def test_ladders_have_the_five_rungs(path: Path) -> None:
     p = plan(path)
     variants = sorted(p.variants, key=lambda v: v.position)
     assert [v.position for v in variants] == [1, 2, 3, 4, 5]
-    assert [sorted(catalog.normalize_factors(v.factors)) for v in variants] == LADDER_FACTORS
+    assert [sorted(normalize_factors(v.factors)) for v in variants] == LADDER_FACTORS
     names = [v.name.removeprefix("PPU ") for v in variants]
     assert names == ["Base", "Base+ACCL", "AC2+ACCL", "AC2+ACCL+CompilerOpt", "AC2+ACCL+CompilerOpt+CkptOpt"]
     runners = {w.name: w.runner for w in p.workloads}
@@ -109,7 +110,7 @@ def test_regex_parser_config_reads_the_assumed_ljperf_lines(path: Path) -> None:
 def test_factorial_covers_every_combination() -> None:
     p = plan(CPU)
     assert p.cluster.accelerator == "cpu"
-    combos = {tuple(catalog.normalize_factors(v.factors)) for v in p.variants}
+    combos = {tuple(normalize_factors(v.factors)) for v in p.variants}
     assert combos == {(), ("compiler_opt",), ("ckpt_opt",), ("ckpt_opt", "compiler_opt")}
     assert [v.name for v in sorted(p.variants, key=lambda v: v.position)] == [
         "Base",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ablate.workers.runners.base import RunSpec
+from ablate.backend.domain.runner import RunSpec
 
 SpecFactory = Callable[..., RunSpec]
 

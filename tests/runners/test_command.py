@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ablate.workers.runners.base import RunCancelled, RunSpec, get_runner
+from ablate.backend.domain.runner import RunCancelled, RunSpec, get_runner
 
 RUNNER = get_runner("command")
 

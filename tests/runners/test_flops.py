@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ablate.workers.runners.base import RunSpec, get_runner
+from ablate.backend.domain.runner import RunSpec, get_runner
 from ablate.workers.runners.torch_llm import flops
 from ablate.workers.runners.torch_llm.config import ModelConfig, resolve_model
 from ablate.workers.runners.torch_llm.model import Transformer

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from ablate.workers.runners.base import METRIC_UNITS, RunResult, RunSpec, get_runner, normalize_factor
+from ablate.backend.domain.factors import normalize_factor
+from ablate.backend.domain.metrics import METRIC_UNITS
+from ablate.backend.domain.runner import RunResult, RunSpec, get_runner
 
 
 def _spec() -> RunSpec:
@@ -60,7 +62,7 @@ def test_metric_units_are_the_agreed_ones() -> None:
 
 
 def test_builtin_runners_satisfy_the_protocol() -> None:
-    from ablate.workers.runners import Runner, known_runners
+    from ablate.backend.domain.runner import Runner, known_runners
 
     # other suites may register runners of their own (the dispatcher tests' "fake")
     assert {"command", "torch-llm"} <= set(known_runners())
@@ -73,6 +75,9 @@ def test_importing_the_interface_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = "import sys, ablate.workers.runners as r; r.get_runner('torch-llm'); print('torch' in sys.modules)"
+    code = (
+        "import sys, ablate.backend.domain.runner as r; r.get_runner('torch-llm'); "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

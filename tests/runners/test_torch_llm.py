@@ -10,7 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ablate.workers.runners.base import METRIC_UNITS, RunCancelled, RunResult, RunSpec, get_runner
+from ablate.backend.domain.metrics import METRIC_UNITS
+from ablate.backend.domain.runner import RunCancelled, RunResult, RunSpec, get_runner
 from ablate.workers.runners.torch_llm.runner import launch_local_ranks
 
 SpecFactory = Callable[..., RunSpec]

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from ablate.backend.db import series_codec
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run, RunMetric, RunSeries
+from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import ingest, studies
 from ablate.backend.services.errors import ValidationProblem
@@ -48,8 +49,9 @@ def _record(database: Database, run_id: int, **overrides: Any) -> None:
         "finished_at": None,
     }
     values.update(overrides)
+    times = {k: values.pop(k) for k in ("started_at", "finished_at")}
     with database.transaction() as s:
-        ingest.record_run_result(s, s.get(Run, run_id), **values)
+        ingest.record_run_result(s, s.get(Run, run_id), RunResult(**values), **times)
 
 
 def test_record_writes_metrics_series_and_fields(database: Database, seeded: Catalog) -> None:
@@ -102,11 +104,54 @@ def test_custom_metric_with_unit_and_cancelled_run_stays_cancelled(
     run_id = _first_run(database, seeded)
     with database.transaction() as s:
         s.get(Run, run_id).status = "cancelled"
-    _record(database, run_id, status="failed", metrics={"grad_norm": (-0.5, "1")}, error="stopped")
+    metrics = {"grad_norm": (-0.5, "1")}
+    _record(
+        database, run_id, status="failed", metrics=metrics, better={"grad_norm": "lower"}, error="stopped"
+    )
     with database.read() as s:
         run = s.get(Run, run_id)
         assert run.status == "cancelled" and run.error == "stopped"
-        assert s.scalars(select(RunMetric.unit)).all() == ["1"]
+        assert s.execute(select(RunMetric.unit, RunMetric.better)).all() == [("1", "lower")]
+
+
+@pytest.mark.parametrize(
+    ("metric", "unit", "better", "stored"),
+    [
+        ("dataloader_wait", "ms/step", None, "lower"),
+        ("energy", "J", None, "lower"),
+        ("hbm_per_device", "GiB/device", None, "lower"),
+        ("decode_rate", "tokens/s/device", None, "higher"),
+        ("utilisation", "%", "higher", "higher"),
+        ("throughput_tokens_per_s", "tokens/s", None, None),  # registered: the registry decides
+    ],
+)
+def test_direction_is_fixed_at_ingest(
+    database: Database, seeded: Catalog, metric: str, unit: str, better: str | None, stored: str | None
+) -> None:
+    run_id = _first_run(database, seeded)
+    _record(database, run_id, metrics={metric: (2.0, unit)}, better={metric: better} if better else {})
+    with database.read() as s:
+        assert s.execute(select(RunMetric.name, RunMetric.better)).all() == [(metric, stored)]
+
+
+@pytest.mark.parametrize(
+    ("metric", "unit", "better", "message"),
+    [
+        ("utilisation", "%", None, "state it with better: 'higher' or better: 'lower'"),
+        ("throughput_tokens_per_sec", "tokens/s", None, "did you mean 'throughput_tokens_per_s'?"),
+        ("step_time_s", "s", "higher", "lower-is-better"),
+        ("my_rate", "tokens/s", "sideways", "better must be 'higher' or 'lower'"),
+    ],
+)
+def test_undecidable_or_contradictory_direction_is_refused(
+    database: Database, seeded: Catalog, metric: str, unit: str, better: str | None, message: str
+) -> None:
+    run_id = _first_run(database, seeded)
+    with pytest.raises(ValidationProblem) as err:
+        _record(database, run_id, metrics={metric: (2.0, unit)}, better={metric: better} if better else {})
+    assert err.value.errors[0].loc == f"metrics.{metric}" and message in err.value.errors[0].msg
+    with database.read() as s:
+        assert s.scalars(select(RunMetric)).all() == []
 
 
 def _study_runs(database: Database, c: Catalog, n_variants: int) -> tuple[int, list[int]]:
@@ -124,23 +169,20 @@ def _study_runs(database: Database, c: Catalog, n_variants: int) -> tuple[int, l
         return study.id, list(s.scalars(select(Run.id).where(Run.study_id == study.id).order_by(Run.id)))
 
 
-def _item(run: Run, **overrides: Any) -> ingest.RunResultIn:
+def _item(run: Run, **overrides: Any) -> ingest.FinishedRun:
     values: dict[str, Any] = {
-        "run": run,
         "status": "succeeded",
         "metrics": {"throughput_tokens_per_s": (float(run.id), "tokens/s")},
         "series": {"step_time_s": ([1, 2], [0.5, 0.4])},
         "provenance": {},
-        "environment": None,
+        "environment": {},
         "error": None,
         "failure_kind": None,
-        "log_tail": None,
+        "log_tail": "",
         "log_path": None,
-        "started_at": None,
-        "finished_at": None,
     }
     values.update(overrides)
-    return ingest.RunResultIn(**values)
+    return ingest.FinishedRun(run, RunResult(**values))
 
 
 def test_batch_records_every_run_and_refreshes_the_study_once(database: Database, seeded: Catalog) -> None:

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run, RunStatus
+from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import ingest, studies
 from ablate.backend.services.errors import NotFound, ValidationProblem
@@ -78,21 +79,8 @@ def test_cancel_and_derived_status(database: Database, seeded: Catalog) -> None:
         runs = s.scalars(select(Run).where(Run.study_id == study.id).order_by(Run.queue_order)).all()
         runs[0].status = RunStatus.running.value
         assert studies.refresh_study_status(s, study) == "running"
-        ingest.record_run_result(
-            s,
-            runs[1],
-            status="succeeded",
-            metrics={"throughput_tokens_per_s": (100.0, "tokens/s")},
-            series={},
-            provenance={},
-            environment=None,
-            error=None,
-            failure_kind=None,
-            log_tail=None,
-            log_path=None,
-            started_at=None,
-            finished_at=None,
-        )
+        result = RunResult("succeeded", metrics={"throughput_tokens_per_s": (100.0, "tokens/s")})
+        ingest.record_run_result(s, runs[1], result)
         cancelled = studies.cancel_study(s, study.id)
         assert cancelled.status == "cancelled" and cancelled.finished_at is not None
     with database.read() as s:

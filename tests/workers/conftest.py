@@ -13,11 +13,11 @@ import pytest
 from ablate.backend.config import Settings
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Cluster, Run, Variant, Workload
+from ablate.backend.domain.runner import register_runner
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog
 from ablate.backend.services.studies import create_study
-from ablate.workers.runners.base import register_runner
 from tests.workers.fakes import FakeRunner
 
 # create_study asks the registry whether a runner exists; workers get the factory from the dispatcher.

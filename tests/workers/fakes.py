@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ablate.workers.runners.base import ProgressCallback, RunResult, RunSpec
+from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
 
 
 class FakeRunner:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ablate.workers.resources import NodeInfo, demand_for, label_matches, unplaceable_reason
+from ablate.backend.domain.placement import NodeInfo, demand_for, label_matches, unplaceable_reason
 
 
 def node(resources: dict[str, float], labels: dict[str, str] | None = None, alive: bool = True) -> NodeInfo:

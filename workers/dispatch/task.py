@@ -22,9 +22,9 @@ from typing import Any
 
 import psutil
 
+from ablate.backend.domain.runner import ProgressCallback, Runner, RunResult, RunSpec, get_runner
 from ablate.workers import preflight
 from ablate.workers.dispatch import reaper
-from ablate.workers.runners.base import ProgressCallback, Runner, RunResult, RunSpec, get_runner
 
 PROGRESS_INTERVAL_S = 1.0
 

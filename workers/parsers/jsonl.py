@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ablate.backend.domain.metrics import METRIC_UNITS
 from ablate.workers.parsers.base import LogParser, StepRecord
-from ablate.workers.runners.base import METRIC_UNITS
 
 ALIASES = {
     "tokens_per_s": "throughput_tokens_per_s",

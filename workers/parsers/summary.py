@@ -5,8 +5,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from ablate.backend.domain.metrics import METRIC_UNITS
 from ablate.workers.parsers.base import ParseResult, StepRecord
-from ablate.workers.runners.base import METRIC_UNITS
 
 # Per-step values summarised by the median of the measured steps; the rest: last value / maximum.
 _MEDIAN = (

@@ -1,25 +1,4 @@
-"""Runners execute one benchmark run and return a RunResult; see :mod:`ablate.workers.runners.base`."""
+"""Runners execute one benchmark run and return a RunResult.
 
-from ablate.workers.runners.base import (
-    METRIC_UNITS,
-    ProgressCallback,
-    Runner,
-    RunResult,
-    RunSpec,
-    check_spec_factors,
-    get_runner,
-    known_runners,
-    register_runner,
-)
-
-__all__ = [
-    "METRIC_UNITS",
-    "ProgressCallback",
-    "RunResult",
-    "RunSpec",
-    "Runner",
-    "check_spec_factors",
-    "get_runner",
-    "known_runners",
-    "register_runner",
-]
+The contract they implement is :mod:`ablate.backend.domain.runner`.
+"""

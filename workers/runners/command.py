@@ -14,9 +14,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ablate.backend.domain.factors import factor_error, normalize_factor
+from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
 from ablate.workers.parsers import LogParser, get_parser
 from ablate.workers.parsers.summary import Context, summarize
-from ablate.workers.runners.base import ProgressCallback, RunResult, RunSpec, factor_error, normalize_factor
 from ablate.workers.runners.process import ProcessGroup, describe_returncode, merged_env
 
 NAME = "command"

@@ -30,9 +30,9 @@ from ablate.backend.analysis.factorial import (
     factors_from_variant,
     find_factorial_design,
 )
-from ablate.backend.analysis.metrics import describe_metric
 from ablate.backend.analysis.regression import LookbackResult, ReleasePair, lookback
 from ablate.backend.db.models import Release, Run, RunStatus, Variant
+from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import catalog
 from ablate.backend.services.comparison.loading import (
     Catalog,

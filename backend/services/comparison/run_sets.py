@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ablate.backend.analysis.metrics import describe_metric
 from ablate.backend.analysis.regression import ReleasePair
 from ablate.backend.db.models import Release, Run, RunStatus, Study
+from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import catalog
 from ablate.backend.services.comparison.loading import (
     Cell,

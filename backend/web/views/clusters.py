@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster
+from ablate.backend.domain.placement import NodeInfo, demand_for, node_in_pool
 from ablate.backend.services import catalog
 
 # Resources worth showing; Ray also reports object-store memory, node:IP markers and the like.
@@ -70,11 +71,19 @@ def _shown(resources: dict[str, float], resource_name: str | None) -> dict[str, 
 
 
 def _node_matches(node: dict[str, Any], cluster: Cluster) -> bool:
-    resources = node.get("Resources") or {}
-    labels = node.get("Labels") or {}
-    if cluster.resource_name and resources.get(cluster.resource_name, 0) <= 0:
-        return False
-    return all(str(labels.get(k)) == str(v) for k, v in (cluster.labels or {}).items())
+    """The dispatcher's own rule (label selectors, the pool's device resource), so the page shows
+    exactly the nodes a run of this cluster could be placed on."""
+    demand = demand_for(
+        {
+            "name": cluster.name,
+            "accelerator": cluster.accelerator,
+            "nodes": cluster.nodes,
+            "devices_per_node": cluster.devices_per_node,
+            "labels": cluster.labels,
+            "resource_name": cluster.resource_name,
+        }
+    )
+    return node_in_pool(NodeInfo.from_ray(node), demand)
 
 
 def _available_per_node(ray: Any) -> dict[str, dict[str, float]] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ablate.backend.analysis.metrics import describe_metric
+from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison import ReleaseDelta
 
 

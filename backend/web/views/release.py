@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from ablate.backend import charts
 from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
-from ablate.backend.analysis.metrics import describe_metric
 from ablate.backend.config import Settings
+from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
 from ablate.backend.web.filters import Filters

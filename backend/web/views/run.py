@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ablate.backend import charts
-from ablate.backend.analysis.metrics import get_metric
+from ablate.backend.domain.metrics import get_metric
 from ablate.backend.services import runs as run_service
 
 # Enough points for a 1280 px wide chart; min-max downsampling keeps spikes visible.

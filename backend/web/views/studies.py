@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import StudyStatus
+from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.services import studies as study_service
 
-TERMINAL = frozenset({StudyStatus.succeeded.value, StudyStatus.failed.value, StudyStatus.cancelled.value})
 STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")
 
 
@@ -71,9 +71,9 @@ def study_page(session: Session, study_id: int) -> StudyPage:
     repeats, blocks = _blocks(matrix)
     counts = matrix["counts"]
     total = sum(counts.values())
-    done = sum(n for s, n in counts.items() if s in TERMINAL)
+    done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
     # Finished runs count whole, running ones by their step progress (as the live script does).
-    work = sum(1.0 if r["status"] in TERMINAL else (r["progress"] or 0.0) for r in matrix["runs"])
+    work = sum(1.0 if r["status"] in TERMINAL_STATES else (r["progress"] or 0.0) for r in matrix["runs"])
     shown = shown_status(matrix["status"], counts)
     return StudyPage(
         study=matrix,
@@ -83,7 +83,7 @@ def study_page(session: Session, study_id: int) -> StudyPage:
         blocks=blocks,
         total=total,
         done=done,
-        terminal=matrix["status"] in TERMINAL,
+        terminal=matrix["status"] in TERMINAL_STATES,
     )
 
 
@@ -105,7 +105,7 @@ class StudyListItem:
 def study_items(session: Session, *, limit: int = 100, active_only: bool = False) -> list[StudyListItem]:
     items: list[StudyListItem] = []
     for study in study_service.list_studies(session, limit=limit):
-        if active_only and study.status in TERMINAL:
+        if active_only and study.status in TERMINAL_STATES:
             continue
         counts = dict(study_service.study_matrix(session, study)["counts"])
         total = sum(counts.values())
@@ -122,7 +122,7 @@ def study_items(session: Session, *, limit: int = 100, active_only: bool = False
                 finished_at=study.finished_at,
                 counts={s: counts[s] for s in STATUS_ORDER if counts.get(s)},
                 total=total,
-                done=sum(n for s, n in counts.items() if s in TERMINAL),
+                done=sum(n for s, n in counts.items() if s in TERMINAL_STATES),
             )
         )
     return items

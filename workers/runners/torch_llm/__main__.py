@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ablate.workers.runners.base import RunResult, RunSpec
+from ablate.backend.domain.runner import RunResult, RunSpec
 from ablate.workers.runners.torch_llm.protocol import EVENT_PREFIX
 
 

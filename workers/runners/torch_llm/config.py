@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ablate.workers.runners.base import RunSpec
+from ablate.backend.domain.runner import RunSpec
 
 
 @dataclass(frozen=True)

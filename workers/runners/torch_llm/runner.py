@@ -11,18 +11,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from ablate.workers.runners.base import (
-    ProgressCallback,
-    RunResult,
-    RunSpec,
-    factor_error,
-    normalize_factor,
-)
+from ablate.backend.domain.factors import factor_error, normalize_factor
+from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
 from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, merged_env
 from ablate.workers.runners.torch_llm.protocol import parse_event
 
 NAME = "torch-llm"
-_REPO_ROOT = str(Path(__file__).resolve().parents[3])
 # Factors the image/environment provides (the dispatcher picks image and env); torch-llm only records them.
 _IMAGE_FACTORS = {
     "accl": "ACCL collectives provided by the image (NCCL-compatible library)",
@@ -128,7 +122,6 @@ def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunRe
         result_paths.append(result_path)
         child_env = merged_env(env)
         child_env["PYTHONUNBUFFERED"] = "1"
-        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [_REPO_ROOT, child_env.get("PYTHONPATH")]))
         argv = [
             sys.executable,
             "-m",

@@ -1,8 +1,11 @@
 """The runner interface: what the dispatcher hands a runner, and what it gets back.
 
 Everything here is plain data that survives ``to_dict``/``from_dict`` (JSON-compatible), because specs
-and results cross process and Ray boundaries. Runners themselves live in sibling modules and are looked
-up by name with :func:`get_runner`; importing this module never imports torch.
+and results cross process and Ray boundaries. :class:`RunResult` is the one in-memory shape of a run's
+outcome, from the runner to the ingest that stores it (CI results are parsed into it too). Runners
+live in ``ablate.workers.runners`` and are looked up by name with :func:`get_runner`: the registry
+holds "module:attribute" strings, imported on first use, so this layer imports nothing above it and
+never imports torch.
 """
 
 from __future__ import annotations
@@ -12,40 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ablate.backend.domain.factors import normalize_factor
+from ablate.backend.domain.states import FailureKind
+
 Status = Literal["succeeded", "failed"]
-FailureKind = Literal["benchmark", "infrastructure", "timeout"]
-Accelerator = Literal["gpu", "ppu", "cpu"]
-
-# Canonical summary metric names and their units (must agree with backend/analysis/metrics.py).
-METRIC_UNITS: dict[str, str] = {
-    "throughput_tokens_per_s": "tokens/s",
-    "throughput_tokens_per_s_per_device": "tokens/s/device",
-    "throughput_samples_per_s": "samples/s",
-    "step_time_s": "s",
-    "tflops_per_device": "TFLOPS",
-    "mfu": "ratio",
-    "peak_memory_gib": "GiB",
-    "peak_memory_reserved_gib": "GiB",
-    "loss": "1",
-    "elapsed_s": "s",
-}
-
-# Factor names of the default CNP ladder. Studies may spell them "CompilerOpt", "ckpt-opt", ...
-KNOWN_FACTORS: frozenset[str] = frozenset({"accl", "ac2", "compiler_opt", "ckpt_opt"})
-_FACTOR_ALIASES: dict[str, str] = {
-    "compileropt": "compiler_opt",
-    "compile": "compiler_opt",
-    "torch_compile": "compiler_opt",
-    "ckptopt": "ckpt_opt",
-    "checkpoint_opt": "ckpt_opt",
-    "activation_checkpointing": "ckpt_opt",
-}
-
-
-def normalize_factor(name: str) -> str:
-    """Canonical spelling of a factor name: lower case, ``-``/space -> ``_``, known aliases folded."""
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    return _FACTOR_ALIASES.get(key, key)
 
 
 @dataclass
@@ -106,19 +79,25 @@ class RunSpec:
 
 @dataclass
 class RunResult:
-    """What a run produced. ``metrics`` maps a name to ``(value, unit)``; ``series`` maps a name to
-    ``(steps, values)``. ``failure_kind`` tells the benchmark's own failure (bad config, exception,
-    no metrics) from the infrastructure's (signal, OOM kill, unreachable peers) and from a timeout."""
+    """What a run produced: the one in-memory shape of a result, from a runner (or a CI submission)
+    to the rows ingest stores.
+
+    ``metrics`` maps a name to ``(value, unit)`` (unit "" means the registry's unit of a known
+    metric); ``series`` maps a name to ``(steps, values)``; ``better`` states "higher" or "lower" for
+    custom metrics whose unit does not say it. ``failure_kind`` tells the benchmark's own failure (bad
+    config, exception, no metrics) from the infrastructure's (signal, OOM kill, unreachable peers)
+    and from a timeout."""
 
     status: Status
     metrics: dict[str, tuple[float, str]] = field(default_factory=dict)
     series: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
-    provenance: dict[str, str] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     failure_kind: FailureKind | None = None
     log_tail: str = ""
     log_path: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
+    better: dict[str, str] = field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -145,6 +124,7 @@ class RunResult:
             log_tail=data.get("log_tail") or "",
             log_path=data.get("log_path"),
             environment={str(k): str(v) for k, v in (data.get("environment") or {}).items()},
+            better={str(k): str(v) for k, v in (data.get("better") or {}).items()},
         )
 
     @classmethod
@@ -155,7 +135,7 @@ class RunResult:
         *,
         log_tail: str = "",
         log_path: str | None = None,
-        provenance: Mapping[str, str] | None = None,
+        provenance: Mapping[str, Any] | None = None,
         environment: Mapping[str, str] | None = None,
     ) -> RunResult:
         return cls(
@@ -194,10 +174,6 @@ class Runner(Protocol):
         """Execute the run (blocking). Never raises for benchmark or process failures: returns a failed
         RunResult instead."""
         ...
-
-
-def factor_error(runner: str, factor: str, accelerator: str, why: str) -> str:
-    return f"runner {runner} cannot implement factor {factor!r} on a {accelerator} cluster: {why}"
 
 
 # name -> "module:attribute"; imported lazily so the dispatcher needs no torch to look runners up.

@@ -140,6 +140,14 @@ def node_matches_labels(node: NodeInfo, labels: Mapping[str, str]) -> bool:
     return all(label_matches(v, node.labels.get(k)) for k, v in labels.items())
 
 
+def node_in_pool(node: NodeInfo, demand: NodeDemand) -> bool:
+    """Whether ``node`` belongs to the pool of ``demand``'s cluster: its labels match the selector and it
+    has every device resource the run asks for (CPU alone says nothing about a pool)."""
+    if not node_matches_labels(node, demand.labels):
+        return False
+    return all(node.resources.get(k, 0.0) > 0 for k in demand.resources if k != "CPU")
+
+
 def unplaceable_reason(demand: NodeDemand, nodes: Sequence[NodeInfo]) -> str | None:
     """None if ``demand.nodes`` distinct alive nodes could each hold one node share (ignoring what is
     busy right now: busy is worth waiting for, impossible is not); otherwise the reason, naming the

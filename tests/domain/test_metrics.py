@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ablate.backend.analysis.metrics import (
+from ablate.backend.domain.metrics import (
     KNOWN_METRICS,
     describe_metric,
     direction_of,
@@ -10,6 +10,7 @@ from ablate.backend.analysis.metrics import (
     infer_direction,
     is_better,
     oriented_ratio,
+    parse_unit_direction,
     resolve_metric,
 )
 
@@ -116,3 +117,54 @@ def test_slower_or_bigger_is_never_an_improvement(name, base, factor):
 def test_more_is_better_for_higher_metrics(name, base, factor):
     assert oriented_ratio(name, base * factor, base) > 1
     assert is_better(name, base * factor, base)
+
+
+@pytest.mark.parametrize(
+    ("unit", "direction"),
+    [
+        # costs in the numerator: lower is better, whatever they are per
+        ("ms/step", "lower"),
+        ("s/it", "lower"),
+        ("usec", "lower"),
+        ("msec", "lower"),
+        ("GiB/device", "lower"),
+        ("J", "lower"),
+        ("W", "lower"),
+        ("kWh", "lower"),
+        ("J/token", "lower"),
+        ("USD/hour", "lower"),
+        ("W/device", "lower"),
+        # rates per time and amounts of work: higher is better
+        ("tokens/s", "higher"),
+        ("tokens/s/device", "higher"),
+        ("samples per second", "higher"),
+        ("it/s", "higher"),
+        ("GB/s", "higher"),
+        ("TFLOPS", "higher"),
+        ("tokens/J", "higher"),
+        # nothing to read: the submitter must say
+        ("%", None),
+        ("1", None),
+        ("count", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_compound_units_settle_direction_or_say_they_cannot(unit, direction):
+    assert parse_unit_direction(unit) == direction
+
+
+def test_stated_direction_wins_for_custom_metrics_only():
+    assert resolve_metric("gpu_util", "%", "higher").direction == "higher"
+    assert describe_metric("gpu_util", "%", "lower").direction == "lower"
+    assert direction_of("gpu_util", unit="%", better="lower") == "lower"
+    with pytest.raises(ValueError, match="lower-is-better"):
+        resolve_metric("step_time_s", "s", "higher")
+    with pytest.raises(ValueError, match="state it with better"):
+        resolve_metric("gpu_util", "%")
+
+
+def test_a_misspelt_known_metric_is_refused_with_a_suggestion():
+    with pytest.raises(ValueError, match="did you mean 'peak_memory_gib'"):
+        resolve_metric("peak_mem_gib", "GiB")
+    assert resolve_metric("host_rss_gib", "GiB").direction == "lower"  # not a lookalike

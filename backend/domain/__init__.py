@@ -1,0 +1,11 @@
+"""The ground floor: Ablate's shared vocabulary, importing nothing of the project.
+
+- :mod:`.metrics`: the metric registry (names, units, which direction is better).
+- :mod:`.factors`: factor names of the CNP ladder and their normalisation.
+- :mod:`.states`: run and study states, with the one set of terminal states.
+- :mod:`.runner`: the runner contract (RunSpec in, RunResult out) and the runner registry.
+- :mod:`.placement`: what a run asks of Ray, and the label-selector rules pools are matched by.
+
+Every other layer imports from here; nothing here imports from them (an import-linter contract in
+``.ci/run`` keeps it so).
+"""
