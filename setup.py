@@ -6,7 +6,7 @@ never left out of the wheel.
 
 from setuptools import find_packages, setup
 
-FOLDERS = ("backend", "workers", "migrations", "web")
+FOLDERS = ("backend", "workers", "migrations", "web", "examples")
 
 packages = []
 for folder in FOLDERS:

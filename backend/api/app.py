@@ -70,4 +70,5 @@ def _document_results_body(app: FastAPI) -> None:
             app.openapi_schema = schema
         return app.openapi_schema
 
+    # FastAPI's documented way to extend the schema is to replace app.openapi; mypy sees a method.
     app.openapi = openapi  # type: ignore[method-assign]

@@ -8,7 +8,7 @@ Body: ``{"type", "title", "status", "detail", "errors": [{"loc", "msg"}]}`` with
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -34,7 +34,7 @@ def problem(
     title: str | None = None,
     type_: str = "about:blank",
     errors: Iterable[FieldError] = (),
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": type_,
@@ -62,7 +62,7 @@ def format_loc(loc: Sequence[str | int], *, drop_body: bool = True) -> str:
     return out or "body"
 
 
-def field_errors(errors: Iterable[dict[str, Any]]) -> list[FieldError]:
+def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[FieldError]:
     return [FieldError(format_loc(e.get("loc", ())), str(e.get("msg", "invalid"))) for e in errors]
 
 

@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -39,7 +40,7 @@ def _listen(host: str, port: int) -> tuple[socket.socket, bool]:
         return bind_socket(host, 0), True
 
 
-def _watch(database: Database, study_id: int, stop: threading.Event) -> dict[str, object]:
+def _watch(database: Database, study_id: int, stop: threading.Event) -> dict[str, Any]:
     """Progress bars for every run and for the whole study, from the database, until it ends."""
     columns = (
         TextColumn("{task.description}"),
@@ -122,7 +123,7 @@ def demo(
         server.stop()
         raise typer.Exit(130) from None
 
-    failed = [r for r in matrix["runs"] if r["status"] != "succeeded"]  # type: ignore[union-attr]
+    failed = [r for r in matrix["runs"] if r["status"] != "succeeded"]
     for r in failed:
         console.print(f"[red]run {r['id']} ({r['variant']} r{r['repeat']}) {r['status']}:[/] {r['error']}")
 

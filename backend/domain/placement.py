@@ -80,7 +80,8 @@ def demand_for(cluster: Mapping[str, Any]) -> NodeDemand:
     """
     acc = str(cluster.get("accelerator") or "cpu").lower()
     nodes = max(1, int(cluster.get("nodes") or 1))
-    devices = int(cluster.get("devices_per_node") if cluster.get("devices_per_node") is not None else 1)
+    given = cluster.get("devices_per_node")
+    devices = int(given) if given is not None else 1
     labels = {str(k): str(v) for k, v in (cluster.get("labels") or {}).items()}
     name = str(cluster.get("name") or "")
     resource = cluster.get("resource_name") or {"gpu": "GPU", "ppu": "PPU"}.get(acc)

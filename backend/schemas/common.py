@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
 
@@ -49,13 +49,13 @@ def _name_or_full(value: Any) -> str:
     return BY_NAME if isinstance(value, str) else IN_FULL
 
 
-def name_or(definition: type[BaseModel]) -> Any:
-    """``Name | definition``: a string refers to a stored entry, an object defines (or re-states) one."""
-    return Annotated[
-        Annotated[str, Tag(BY_NAME), StringConstraints(min_length=1, max_length=265)]
-        | Annotated[definition, Tag(IN_FULL)],
-        Discriminator(_name_or_full),
-    ]
+Definition = TypeVar("Definition", bound=BaseModel)
+# ``Name | definition``: a string refers to a stored entry, an object defines (or re-states) one.
+NameOr = Annotated[
+    Annotated[str, Tag(BY_NAME), StringConstraints(min_length=1, max_length=265)]
+    | Annotated[Definition, Tag(IN_FULL)],
+    Discriminator(_name_or_full),
+]
 
 
 class Strict(BaseModel):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, Discriminator, Field, StringConstraints, Tag
 
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
-from ablate.backend.schemas.common import Key, MetricName, Scalar, Strict, Unit, name_or
+from ablate.backend.schemas.common import Key, MetricName, NameOr, Scalar, Strict, Unit
 
 MAX_RESULTS = 1_000
 MAX_METRICS = 256
@@ -49,9 +49,9 @@ class ResultIn(Strict):
         | Annotated[ReleaseCreate, Tag("in-full")],
         Discriminator(_release_tag),
     ]
-    cluster: name_or(ClusterDef)  # type: ignore[valid-type]
-    workload: name_or(WorkloadDef)  # type: ignore[valid-type]
-    variant: name_or(VariantDef)  # type: ignore[valid-type]
+    cluster: NameOr[ClusterDef]
+    workload: NameOr[WorkloadDef]
+    variant: NameOr[VariantDef]
     repeat: Annotated[int, Field(ge=0, le=100_000)] = 0
     status: Literal["succeeded", "failed"] = "succeeded"
     metrics: Annotated[dict[MetricName, MetricIn], Field(max_length=MAX_METRICS)] = {}

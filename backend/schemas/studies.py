@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints
 
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from ablate.backend.schemas.common import Name, Out, ReleaseRef, Strict, name_or
+from ablate.backend.schemas.common import Name, NameOr, Out, ReleaseRef, Strict
 
 
 class StudyPlan(Strict):
@@ -16,9 +16,9 @@ class StudyPlan(Strict):
 
     name: Name | None = None
     release: ReleaseRef
-    cluster: name_or(ClusterDef)  # type: ignore[valid-type]
-    variants: Annotated[list[name_or(VariantDef)], Field(min_length=1, max_length=64)]  # type: ignore[valid-type]
-    workloads: Annotated[list[name_or(WorkloadDef)], Field(min_length=1, max_length=64)]  # type: ignore[valid-type]
+    cluster: NameOr[ClusterDef]
+    variants: Annotated[list[NameOr[VariantDef]], Field(min_length=1, max_length=64)]
+    workloads: Annotated[list[NameOr[WorkloadDef]], Field(min_length=1, max_length=64)]
     repeats: Annotated[int, Field(ge=1, le=100)] = 3
     order_seed: Annotated[int, Field(ge=0, le=2**62)] | None = None
     created_by: Annotated[str, StringConstraints(max_length=200)] | None = None

@@ -137,13 +137,21 @@ def get_named(session: Session, model: type[Entry], name: str, loc: str | None =
 
 
 def list_named(session: Session, model: type[Entry]) -> list[Entry]:
-    order = (model.position, model.name) if model is Variant else (model.name,)
+    order = (Variant.position, Variant.name) if model is Variant else (model.name,)
     return list(session.scalars(select(model).order_by(*order)))
+
+
+def _name_of(spec: BaseModel) -> str:
+    """The ``name`` of a variant, workload or cluster definition (each schema has one)."""
+    name = getattr(spec, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{type(spec).__name__} has no name")
+    return name
 
 
 def create_named(session: Session, model: type[Entry], spec: BaseModel, loc: str | None = None) -> Entry:
     kind = _KIND[model]
-    name = spec.name  # type: ignore[attr-defined]
+    name = _name_of(spec)
     if find_named(session, model, name) is not None:
         raise Conflict.at(f"{loc}.name" if loc else "name", f"{kind} {name!r} already exists")
     entry = model(**_values(model, spec))
@@ -160,7 +168,7 @@ def resolve_named(
     cache: dict[tuple[type, str], Any] | None = None,
 ) -> Entry:
     """By name: must exist. In full: created on first sight, refused (409 naming the field) if different."""
-    name = value if isinstance(value, str) else value.name  # type: ignore[attr-defined]
+    name = value if isinstance(value, str) else _name_of(value)
     key = (model, name)
     entry = cache.get(key) if cache is not None else None
     if entry is None:

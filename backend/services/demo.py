@@ -17,13 +17,14 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+import ablate.examples
 from ablate.backend.db.models import Release, Study
 from ablate.backend.errors import AblateError
 from ablate.backend.schemas.catalog import ReleaseCreate
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog, studies
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = Path(ablate.examples.__file__).resolve().parent
 RELEASE_FILE = EXAMPLES_DIR / "demo" / "release.yaml"
 PLAN_FILE = EXAMPLES_DIR / "plans" / "cpu-factorial-tiny.yaml"
 
@@ -32,7 +33,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise AblateError(f"the demo needs {path} (part of a clone of Ablate): {exc.strerror}") from None
+        raise AblateError(f"the demo needs {path} (installed with Ablate): {exc.strerror}") from None
     if not isinstance(data, dict):
         raise AblateError(f"{path}: expected a mapping")
     return data

@@ -176,7 +176,8 @@ def _refresh(session: Session, found: list[Study]) -> dict[int, str]:
         .group_by(Run.study_id, Run.status)
     )
     for study_id, status_, n in rows:
-        counts[study_id][status_] = n
+        if study_id is not None:  # selected by study id: never None, but the column is nullable
+            counts[study_id][status_] = n
     out: dict[int, str] = {}
     for study in found:
         status = derive_status(counts[study.id])

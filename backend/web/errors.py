@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -44,7 +45,7 @@ def is_page_path(path: str) -> bool:
 class PageRoute(APIRoute):
     """An APIRoute whose expected failures become HTML pages instead of problem+json."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def page_handler(request: Request) -> Response:

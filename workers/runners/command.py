@@ -16,6 +16,7 @@ from typing import Any
 
 from ablate.backend.domain.factors import factor_error, normalize_factor
 from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
+from ablate.backend.domain.states import FailureKind
 from ablate.workers.parsers import LogParser, get_parser
 from ablate.workers.parsers.summary import Context, summarize
 from ablate.workers.runners.process import ProcessGroup, describe_returncode, merged_env
@@ -132,22 +133,24 @@ class CommandRunner:
         parsed = parser.finish()
         prov["malformed_lines"] = str(parsed.malformed_lines)
         prov["step_records"] = str(len(parsed.steps))
-        fail = {
-            "log_tail": out.tail_text,
-            "log_path": out.log_path,
-            "provenance": prov,
-            "environment": env_used,
-        }
-        if out.cancelled is not None:
-            return RunResult.failed(f"cancelled: {out.cancelled}", "infrastructure", **fail)
-        if out.timed_out:
+
+        def fail(error: str, kind: FailureKind) -> RunResult:
             return RunResult.failed(
-                f"timed out after {spec.timeout_s:g} s (process group killed)", "timeout", **fail
+                error,
+                kind,
+                log_tail=out.tail_text,
+                log_path=out.log_path,
+                provenance=prov,
+                environment=env_used,
             )
+
+        if out.cancelled is not None:
+            return fail(f"cancelled: {out.cancelled}", "infrastructure")
+        if out.timed_out:
+            return fail(f"timed out after {spec.timeout_s:g} s (process group killed)", "timeout")
         code = out.returncode if out.returncode is not None else -9
         if code != 0:
-            kind = "infrastructure" if code < 0 else "benchmark"
-            return RunResult.failed(f"command {describe_returncode(code)}", kind, **fail)  # type: ignore[arg-type]
+            return fail(f"command {describe_returncode(code)}", "infrastructure" if code < 0 else "benchmark")
         ctx = Context(
             seq_len=parser.seq_len,
             global_batch=parser.global_batch,
@@ -159,7 +162,7 @@ class CommandRunner:
         if not metrics:
             why = f"parser {parser_name} found no metrics ({len(parsed.steps)} step records"
             why += f", {warmup} warm-up dropped, {parsed.malformed_lines} malformed lines)"
-            return RunResult.failed(f"command printed no metrics: {why}", "benchmark", **fail)
+            return fail(f"command printed no metrics: {why}", "benchmark")
         metrics.setdefault("elapsed_s", (elapsed, "s"))
         return RunResult(
             status="succeeded",

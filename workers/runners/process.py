@@ -186,10 +186,9 @@ class ProcessGroup:
         outcomes = []
         for child in self._children:
             child.log.close()
-            code = child.popen.poll()
             outcomes.append(
                 ProcOutcome(
-                    returncode=code,
+                    returncode=child.popen.poll(),
                     tail=list(child.tail),
                     log_path=child.log_path,
                     timed_out=timed_out,

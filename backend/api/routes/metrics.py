@@ -39,8 +39,8 @@ class DatabaseCollector(Collector):
             return
         for status in RunStatus:
             runs.add_metric([status.value], float(run_counts.get(status.value, 0)))
-        for status in StudyStatus:
-            studies.add_metric([status.value], float(study_counts.get(status.value, 0)))
+        for study_status in StudyStatus:
+            studies.add_metric([study_status.value], float(study_counts.get(study_status.value, 0)))
         yield runs
         yield studies
 

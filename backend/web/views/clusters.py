@@ -90,7 +90,7 @@ def _available_per_node(ray: Any) -> dict[str, dict[str, float]] | None:
     """Node id -> free resources; None when this Ray version does not say (never guess zeros)."""
     # Ray has no public per-node "available" call; its state module has one whose home may move.
     try:
-        from ray._private import state  # type: ignore[import-not-found]
+        from ray._private import state
 
         return dict(state.available_resources_per_node())
     except Exception:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.backend.domain.runner import RunResult, RunSpec
+from ablate.backend.domain.states import FailureKind
 from ablate.workers.runners.torch_llm.protocol import EVENT_PREFIX
 
 
@@ -23,9 +24,9 @@ def _emit(event: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _fail(result_path: Path, error: str, kind: str, code: int) -> int:
+def _fail(result_path: Path, error: str, kind: FailureKind, code: int) -> int:
     traceback.print_exc()
-    result_path.write_text(json.dumps(RunResult.failed(error, kind).to_dict()))  # type: ignore[arg-type]
+    result_path.write_text(json.dumps(RunResult.failed(error, kind).to_dict()))
     return code
 
 

@@ -148,7 +148,7 @@ class TrainConfig:
             seq_len=int(w.get("seq_len") or 128),
             micro_batch=micro,
             grad_accum=global_batch // (micro * world),
-            warmup_steps=int(w.get("warmup_steps") if w.get("warmup_steps") is not None else 2),
+            warmup_steps=int(w["warmup_steps"]) if w.get("warmup_steps") is not None else 2,
             measured_steps=max(1, int(w.get("measured_steps") or 5)),
             precision=str(w.get("precision") or "bf16").lower(),
             accelerator=spec.accelerator,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -106,7 +108,8 @@ class Transformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         t = tokens.shape[1]
-        cos, sin = self.rope_cos[:t], self.rope_sin[:t]
+        rope_cos, rope_sin = cast(torch.Tensor, self.rope_cos), cast(torch.Tensor, self.rope_sin)
+        cos, sin = rope_cos[:t], rope_sin[:t]
         x = self.embed(tokens)
         for i, layer in enumerate(self.layers):
             if i < self.ckpt_layers and self.training:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -43,7 +43,7 @@ class Trainer:
     device: torch.device
     model: nn.Module  # what is called: possibly DDP-wrapped and compiled
     raw_model: Transformer
-    ddp: nn.Module | None
+    ddp: nn.parallel.DistributedDataParallel | None
     optimizer: torch.optim.Optimizer
     batches: list[torch.Tensor]
     amp_dtype: torch.dtype | None
@@ -65,7 +65,7 @@ class Trainer:
             tokens = self.batches[(i * cfg.grad_accum + m) % len(self.batches)]
             # Only the last micro-batch all-reduces gradients.
             last = m == cfg.grad_accum - 1
-            sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()  # type: ignore[operator]
+            sync = contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync()
             with sync:
                 with self.autocast():
                     loss = lm_loss(self.model(tokens), tokens) / cfg.grad_accum
@@ -128,7 +128,8 @@ def build_trainer(cfg: TrainConfig, device: torch.device) -> Trainer:
     notes: dict[str, str] = {}
     if cfg.compile:
         # Compile after DDP wrapping, so DDPOptimizer can split graphs at bucket boundaries.
-        model = torch.compile(model, mode=cfg.compile_mode)
+        # Given a module, torch.compile returns an OptimizedModule (an nn.Module); its stub says Callable.
+        model = cast(nn.Module, torch.compile(model, mode=cfg.compile_mode))
         notes["compile"] = f"torch.compile(mode={cfg.compile_mode or 'default'}, backend=inductor)"
     amp_dtype, scaler = _precision(cfg, device, notes)
     gen = torch.Generator().manual_seed(cfg.seed + 1000 * (cfg.rank + 1))  # different data per rank

@@ -1,0 +1,149 @@
+"""The built wheel is complete: installed into a fresh environment (no checkout on the path), it
+migrates a database, serves the dashboard with its templates and static files, and runs the demo."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# What a source distribution holds: the wheel is built from a copy of just these, so nothing else
+# of the checkout (build/, caches) can leak into it.
+SOURCES = ("backend", "workers", "migrations", "web", "examples", "pyproject.toml", "setup.py", "README.md")
+EXPECTED_DATA = (
+    "ablate/web/templates/base.html",
+    "ablate/web/templates/partials/macros.html",
+    "ablate/web/static/ablate.css",
+    "ablate/migrations/versions/0001_initial_schema.py",
+    "ablate/migrations/script.py.mako",
+    "ablate/backend/reports/templates/report.html.j2",
+    "ablate/examples/demo/release.yaml",
+    "ablate/examples/plans/cpu-factorial-tiny.yaml",
+)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(path, src / name)
+    out = tmp_path_factory.mktemp("dist")
+    build = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)]
+    done = subprocess.run(build, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (found,) = out.glob("ablate-*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with the wheel installed; its dependencies come from the test
+    environment's site-packages through a .pth line (which adds the path but, unlike a site
+    directory, runs none of the .pth files there: the checkout's editable finder stays out)."""
+    env = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    python = env / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)]
+    done = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return env
+
+
+def _run(env: Path, *args: str, data_dir: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ABLATE_")}
+    environ["ABLATE_DATA_DIR"] = str(data_dir)
+    # From an unrelated folder: nothing of the checkout may be importable by accident.
+    return subprocess.run(
+        [str(env / "bin" / "ablate"), *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=data_dir,
+        timeout=timeout,
+    )
+
+
+def test_wheel_holds_the_package_under_its_own_name_with_every_data_file(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"ablate", f"{wheel.name.split('-py3')[0]}.dist-info"}, tops
+    missing = [n for n in EXPECTED_DATA if n not in names]
+    assert not missing, missing
+    assert not any(n.startswith("ablate/__init__") for n in names)  # ablate is a namespace of ours
+
+
+def test_installed_wheel_imports_from_itself_not_from_the_checkout(installed: Path, tmp_path: Path) -> None:
+    code = "import ablate.web, ablate.backend, ablate.examples as e; print(ablate.web.__file__, e.__file__)"
+    out = subprocess.run(
+        [installed / "bin" / "python", "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert str(ROOT) not in out.stdout and str(installed) in out.stdout, out.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_installed_wheel_migrates_and_serves_the_dashboard(installed: Path, tmp_path: Path) -> None:
+    upgraded = _run(installed, "db", "upgrade", data_dir=tmp_path)
+    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+    port = _free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ABLATE_")}
+    environ["ABLATE_DATA_DIR"] = str(tmp_path)
+    server = subprocess.Popen(
+        [str(installed / "bin" / "ablate"), "serve", "--no-dispatcher", "--port", str(port)],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.stdout.read() if server.stdout else ""
+            try:
+                if httpx.get(f"{base}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not answer /healthz within 120 s"
+            time.sleep(0.5)
+        home = httpx.get(f"{base}/", timeout=30)
+        assert home.status_code == 200 and "Ablate" in home.text
+        css = httpx.get(f"{base}/static/ablate.css", timeout=30)
+        assert css.status_code == 200 and len(css.text) > 100
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_the_demo(installed: Path, tmp_path: Path) -> None:
+    done = _run(installed, "demo", "--no-serve", "--repeats", "1", data_dir=tmp_path, timeout=1500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "reports" / "ablate-demo_0.1-report.html").is_file(), done.stdout
