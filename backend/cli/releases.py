@@ -33,6 +33,18 @@ def load_release_file(path: Path) -> ReleaseCreate:
         raise AblateError(f'{path}: tag: quote it (tag: "{data["tag"]}" is what YAML read)')
     if isinstance(data.get("tag"), int):
         data["tag"] = str(data["tag"])
+    for section in ("manifest", "driver_requirements"):
+        entries = data.get(section)
+        if not isinstance(entries, dict):
+            continue
+        for name, version in entries.items():
+            if isinstance(version, float):
+                raise AblateError(
+                    f'{path}: {section}.{name}: quote it ({name}: "{version}" is what YAML read; '
+                    f"a version such as 2.10 must be written as a string)"
+                )
+            if isinstance(version, int) and not isinstance(version, bool):
+                entries[name] = str(version)
     try:
         return ReleaseCreate.model_validate(data)
     except ValidationError as exc:
@@ -46,11 +58,21 @@ def import_(
     file: Path = typer.Argument(..., help="YAML: image, tag, platform, release_date, manifest, notes, ..."),
     url: str | None = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL)."),
 ) -> None:
-    """Create the release from FILE, or update its notes, manifest and drivers if it exists."""
+    """Create the release from FILE, or merge FILE into it: entries the file lacks are kept, what
+    changed is printed."""
     spec = load_release_file(file)
     database = open_database(url)
     prepare_database(database, embedded=url is None and settings().is_embedded_sqlite)
     with database.transaction() as session:
-        release, created = catalog.upsert_release(session, spec)
-        ref = release.ref
-    console.print(f"{'created' if created else 'updated'} release {ref}", highlight=False, soft_wrap=True)
+        done = catalog.import_release(session, spec)
+        ref, changes = done.release.ref, done.changes
+    if done.created:
+        console.print(f"created release {ref}", highlight=False, soft_wrap=True)
+    elif not changes:
+        console.print(
+            f"release {ref} is unchanged (everything in {file} is already recorded)", highlight=False
+        )
+    else:
+        console.print(f"merged {file} into release {ref}:", highlight=False, soft_wrap=True)
+        for change in changes:
+            console.print(f"  {change}", highlight=False, soft_wrap=True)

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import typer
 
-from ablate.backend.cli.common import App, console, fail, settings
+from ablate.backend.cli.common import App, console, fail
+from ablate.backend.cli.http import auth_headers, describe_problem, server_url
 from ablate.backend.errors import AblateError
 
 app = App(help="Results from CI: submit result files to a server.", no_args_is_help=True)
@@ -47,20 +48,6 @@ def load_batch(path: Path) -> tuple[bytes, bytes]:
     return json.dumps({"results": data}).encode(), raw
 
 
-def describe_problem(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return f"HTTP {response.status_code}: {response.text[:500]}"
-    if not isinstance(body, dict):
-        return f"HTTP {response.status_code}: {body!r}"[:500]
-    message = f"HTTP {response.status_code} {body.get('title', '')}: {body.get('detail', '')}".strip()
-    errors = body.get("errors") or []
-    if len(errors) > 1:
-        message += "; " + "; ".join(f"{e.get('loc')}: {e.get('msg')}" for e in errors[1:5])
-    return message
-
-
 def post_with_retries(
     client: httpx.Client, url: str, body: bytes, headers: dict[str, str], *, retries: int, backoff_s: float
 ) -> httpx.Response:
@@ -88,12 +75,8 @@ def submit(
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request."),
 ) -> None:
     """Submit result files; print the run ids. Exits 1 with the server's message if one is refused."""
-    cfg = settings()
-    base = (server or cfg.server_url).rstrip("/")
-    secret = token or cfg.token.get_secret_value()
-    headers = {"Content-Type": "application/json"}
-    if secret:
-        headers["Authorization"] = f"Bearer {secret}"
+    base = server_url(server)
+    headers = {"Content-Type": "application/json", **auth_headers(token)}
     failed = 0
     with httpx.Client(timeout=timeout) as client:
         for path in files:

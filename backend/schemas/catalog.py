@@ -11,6 +11,9 @@ from ablate.backend.schemas.common import FreeDict, Key, LongText, Name, Out, Sh
 
 Text = Annotated[str, StringConstraints(max_length=5_000)]
 NoteList = Annotated[list[Text], Field(max_length=500)]
+# Component versions are text end to end: 2.10 as a number would be 2.1 before anyone saw it.
+Version = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Manifest = Annotated[dict[Key, Version], Field(max_length=500)]
 
 
 class ReleaseNotes(Strict):
@@ -25,14 +28,14 @@ class ReleaseCreate(Strict):
     tag: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s:/]+$")]
     platform: Literal["gpu", "ppu"]
     release_date: date | None = None
-    manifest: FreeDict = {}
+    manifest: Manifest = {}
     driver_requirements: FreeDict = {}
     notes: ReleaseNotes = ReleaseNotes()
 
 
 class ReleaseUpdate(Strict):
     release_date: date | None = None
-    manifest: FreeDict | None = None
+    manifest: Manifest | None = None
     driver_requirements: FreeDict | None = None
     notes: ReleaseNotes | None = None
 

@@ -7,6 +7,7 @@ because silently keeping either version would make two different setups look lik
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -72,19 +73,51 @@ def create_release(session: Session, spec: ReleaseCreate) -> Release:
     return release
 
 
-def upsert_release(session: Session, spec: ReleaseCreate) -> tuple[Release, bool]:
-    """Create the release, or update notes/manifest/drivers/date of an existing one (platform must agree).
+@dataclass(frozen=True)
+class ReleaseImport:
+    """What importing a release file did: the release, whether it was new, and every change made."""
 
-    What ``ablate release import`` does: a manifest file is the source of truth for its release.
+    release: Release
+    created: bool
+    changes: list[str]
+
+
+def import_release(session: Session, spec: ReleaseCreate) -> ReleaseImport:
+    """Create the release, or merge a file into the stored one (the platform must agree).
+
+    Merging never drops recorded data: a manifest or driver entry the file does not name is kept
+    (the file's value wins where both have one), notes the file adds are appended, and a release
+    date is set or changed only when the file gives one. ``changes`` says what changed, one line each.
     """
     ref = f"{spec.image}:{spec.tag}"
     release = find_release(session, ref)
     if release is None:
-        return create_release(session, spec), True
+        return ReleaseImport(create_release(session, spec), True, ["created"])
     if release.platform != spec.platform:
         raise Conflict.at("platform", f"release {ref!r} is stored with platform {release.platform!r}")
-    update_release(session, release, ReleaseUpdate(**spec.model_dump(exclude={"image", "tag", "platform"})))
-    return release, False
+    changes: list[str] = []
+    for section in ("manifest", "driver_requirements"):
+        stored: dict[str, Any] = dict(getattr(release, section) or {})
+        for name, version in getattr(spec, section).items():
+            if name not in stored:
+                changes.append(f"{section}.{name}: added {version}")
+            elif stored[name] != version:
+                changes.append(f"{section}.{name}: {stored[name]} -> {version}")
+            stored[name] = version
+        setattr(release, section, stored)
+    notes: dict[str, Any] = dict(release.notes or {})
+    for kind, items in spec.notes.model_dump(mode="json").items():
+        have = list(notes.get(kind) or [])
+        new = [item for item in items if item not in have]
+        if new:
+            changes.append(f"notes.{kind}: {len(new)} added")
+            notes[kind] = have + new
+    release.notes = notes
+    if spec.release_date is not None and spec.release_date != release.release_date:
+        changes.append(f"release_date: {release.release_date or 'unset'} -> {spec.release_date}")
+        release.release_date = spec.release_date
+    session.flush()
+    return ReleaseImport(release, False, changes)
 
 
 def update_release(session: Session, release: Release, change: ReleaseUpdate) -> Release:

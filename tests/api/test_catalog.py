@@ -50,6 +50,10 @@ def test_release_refusals_change_nothing(live_server: LiveServer, admin: httpx.C
     assert_problem(admin.get("/releases/training-nv-pytorch:99.99"), 404, loc="ref")
     assert_problem(admin.get("/releases/no-tag"), 422, loc="ref")
     assert_problem(admin.patch(f"/releases/{REF}", json={"platform": "ppu"}), 422, loc="platform")
+    # Versions are text end to end: a number would have lost "2.10" -> 2.1 already.
+    numeric = {**RELEASE, "tag": "26.02", "manifest": {"torch": 2.1}}
+    assert_problem(admin.post("/releases", json=numeric), 422, loc="manifest.torch")
+    assert_problem(admin.patch(f"/releases/{REF}", json={"manifest": {"vllm": 12}}), 422, loc="manifest.vllm")
     assert snapshot(live_server.database) == before
 
 

@@ -49,7 +49,7 @@ def test_token_create_list_revoke(db_url: str) -> None:
     assert runner.invoke(app, ["token", "revoke", "nobody", "--url", db_url]).exit_code == 1
 
 
-def test_release_import_creates_then_updates(
+def test_release_import_creates_then_merges(
     live_server: LiveServer, tmp_path: Path, client: httpx.Client
 ) -> None:
     path = tmp_path / "26.01.yaml"
@@ -59,10 +59,30 @@ def test_release_import_creates_then_updates(
     got = client.get("/releases/training-xpu-pytorch:26.01").json()
     assert got["manifest"]["transformer_engine"] == "2.8" and got["release_date"] == "2026-01-20"
     assert got["notes"]["known_issues"] == ["set NCCL_SOCKET_IFNAME on multi-node runs"]
-    path.write_text(RELEASE_YAML.replace("PPU SDK 2.0.0", "PPU SDK 2.0.1"))
+    # A file that names fewer components and a newer one: merged, nothing recorded is dropped.
+    smaller = RELEASE_YAML.replace(
+        '{ppu_sdk: 2.0.0, transformer_engine: "2.8", vllm: 0.12.0}', '{vllm: "0.12.1", torch: "2.10"}'
+    )
+    path.write_text(smaller.replace("PPU SDK 2.0.0", "PPU SDK 2.0.1"))
     second = runner.invoke(app, ["release", "import", str(path), "--url", live_server.settings.database_url])
-    assert second.exit_code == 0 and "updated" in second.output
-    assert client.get("/releases/training-xpu-pytorch:26.01").json()["notes"]["features"] == ["PPU SDK 2.0.1"]
+    assert second.exit_code == 0, second.output
+    assert "merged" in second.output and "manifest.vllm: 0.12.0 -> 0.12.1" in second.output
+    assert "manifest.torch: added 2.10" in second.output and "notes.features: 1 added" in second.output
+    got = client.get("/releases/training-xpu-pytorch:26.01").json()
+    assert got["manifest"] == {
+        "ppu_sdk": "2.0.0",
+        "transformer_engine": "2.8",
+        "vllm": "0.12.1",
+        "torch": "2.10",
+    }
+    assert got["notes"]["features"] == ["PPU SDK 2.0.0", "PPU SDK 2.0.1"]
+    again = runner.invoke(app, ["release", "import", str(path), "--url", live_server.settings.database_url])
+    assert again.exit_code == 0 and "unchanged" in again.output
+    # An unquoted version YAML reads as a number (2.10 -> 2.1): refused, asking for quotes.
+    path.write_text(smaller.replace('torch: "2.10"', "torch: 2.10"))
+    floated = runner.invoke(app, ["release", "import", str(path), "--url", live_server.settings.database_url])
+    assert floated.exit_code == 1 and "manifest.torch: quote it" in str(floated.exception), floated.output
+    assert client.get("/releases/training-xpu-pytorch:26.01").json()["manifest"]["torch"] == "2.10"
     path.write_text(RELEASE_YAML.replace('tag: "26.01"', "tag: 26.10"))
     unquoted = runner.invoke(
         app, ["release", "import", str(path), "--url", live_server.settings.database_url]

@@ -96,7 +96,7 @@ def test_workflow_runs_a_benchmark_and_submits_it(tmp_path: Path) -> None:
 @pytest.fixture
 def server(db_url: str, database: Database) -> Iterator[tuple[LiveServer, str]]:
     with database.transaction() as session:
-        catalog.upsert_release(session, load_release_file(DEMO_RELEASE))
+        catalog.import_release(session, load_release_file(DEMO_RELEASE))
         _, secret = tokens.create_token(session, "ci-example", "submit")
     live = start_live_server(db_url)
     try:

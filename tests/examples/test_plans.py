@@ -129,7 +129,7 @@ def _as_dict(row: Any, *fields: str) -> dict[str, Any]:
 def test_all_plans_queue_in_one_database(database: Database) -> None:
     with database.transaction() as session:
         for path in (*REAL_RELEASES, DEMO_RELEASE):
-            catalog.upsert_release(session, load_release_file(path))
+            catalog.import_release(session, load_release_file(path))
         created = {path.name: studies.create_study(session, plan(path)) for path in PLAN_FILES}
         counts = {name: len(study.runs) for name, study in created.items()}
     for path in PLAN_FILES:
@@ -155,7 +155,7 @@ def _env(database: Database, release: str, cluster: str, variant: str) -> dict[s
 def test_runs_get_the_release_environment_rules(database: Database) -> None:
     with database.transaction() as session:
         for path in REAL_RELEASES:
-            catalog.upsert_release(session, load_release_file(path))
+            catalog.import_release(session, load_release_file(path))
         for path in (GPU, PPU):
             studies.create_study(session, plan(path))
 

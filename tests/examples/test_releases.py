@@ -48,7 +48,7 @@ def test_import_on_both_databases(db_url: str, database: Database) -> None:
     assert "created release training-xpu-pytorch:26.01" in proc.stdout
     with database.transaction() as session:
         for path in (NV_2512, XPU_2501, XPU_2601):
-            _, created = catalog.upsert_release(session, load_release_file(path))
+            created = catalog.import_release(session, load_release_file(path)).created
             assert created is (path != XPU_2601)
 
     with database.read() as session:
@@ -128,7 +128,7 @@ def test_nothing_is_invented(path: Path) -> None:
 def test_manifest_diff_25_01_to_26_01(database: Database) -> None:
     with database.transaction() as session:
         for path in (XPU_2501, XPU_2601):
-            catalog.upsert_release(session, load_release_file(path))
+            catalog.import_release(session, load_release_file(path))
     with database.read() as session:
         old = catalog.get_release(session, "training-xpu-pytorch:25.01").manifest
         new = catalog.get_release(session, "training-xpu-pytorch:26.01").manifest
