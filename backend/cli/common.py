@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
+import yaml
 from rich.console import Console
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -38,6 +40,16 @@ def fail(message: str, code: int = 1) -> None:
 
 def settings() -> Settings:
     return get_settings()
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML (or JSON) file's content; a missing file or bad syntax is one line naming the file."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AblateError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise AblateError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
 
 
 def open_database(url: str | None = None) -> Database:

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from pydantic import ValidationError
 
-from ablate.backend.cli.common import App, console, open_database, settings
+from ablate.backend.cli.common import App, console, open_database, read_yaml, settings
 from ablate.backend.cli.serve import prepare_database
 from ablate.backend.errors import AblateError
 from ablate.backend.schemas.catalog import ReleaseCreate
@@ -20,12 +19,7 @@ app = App(help="Releases of training images: import from a manifest file.", no_a
 
 def load_release_file(path: Path) -> ReleaseCreate:
     """Parse and validate a release file; errors name the file and the field."""
-    try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AblateError(f"cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise AblateError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
+    data: Any = read_yaml(path)
     if not isinstance(data, dict):
         raise AblateError(f"{path}: expected a mapping with image, tag, platform, ...")
     if isinstance(data.get("tag"), float):

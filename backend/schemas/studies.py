@@ -39,6 +39,7 @@ class StudyRunOut(Out):
     started_at: datetime | None
     finished_at: datetime | None
     error: str | None
+    failure_kind: str | None = None
 
 
 class StudyOut(Out):

@@ -241,6 +241,7 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
             "started_at": run.started_at,
             "finished_at": run.finished_at,
             "error": run.error,
+            "failure_kind": run.failure_kind,
         }
         for run, variant, workload in rows
     ]

@@ -1,0 +1,200 @@
+"""`ablate study`: submit a plan to a server, follow it, list, show, cancel, and read a run's log.
+
+Everything goes over HTTP (``--server``/``--token`` as for ``results submit``), so it works the same
+against a laptop's ``ablate serve`` and a shared deployment. A plan is validated here first, with
+the server's own schema, so a typo is reported before anything is sent.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import typer
+from pydantic import ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from ablate.backend.cli.common import App, console, read_yaml
+from ablate.backend.cli.http import client, request_json
+from ablate.backend.domain.states import TERMINAL_STATES
+from ablate.backend.errors import AblateError
+from ablate.backend.schemas.common import UNION_TAGS
+from ablate.backend.schemas.studies import StudyPlan
+
+app = App(
+    help="Studies on a server: submit a plan, follow it, list, show, cancel, read logs.", no_args_is_help=True
+)
+
+SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
+TOKEN = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN); submit and cancel need admin.")
+# Exit codes of `submit --wait`: the study's outcome, so CI can gate on it.
+EXIT_FOR = {"succeeded": 0, "failed": 1, "cancelled": 3}
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    """A plan file (YAML or JSON) checked against the server's schema; errors name file and field."""
+    data: Any = read_yaml(path)
+    if not isinstance(data, dict):
+        raise AblateError(f"{path}: expected a mapping with release, cluster, variants, workloads, ...")
+    try:
+        StudyPlan.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"] if p not in UNION_TAGS) or "plan"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise AblateError(f"{path}: {loc}: {first['msg']}{more}") from None
+    return data
+
+
+def first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def describe_run(run: dict[str, Any]) -> str:
+    """One line for a finished run: what ran, how it ended, and why when it failed."""
+    what = f"run {run['id']} {run['variant']} / {run['workload']} r{run['repeat']}"
+    if run["status"] == "succeeded":
+        tput = run.get("latest_throughput")
+        return f"{what}: succeeded" + (f", {tput:,.0f} tokens/s" if tput else "")
+    kind = f" ({run['failure_kind']})" if run.get("failure_kind") else ""
+    why = first_line(run.get("error"))
+    return f"{what}: {run['status']}{kind}" + (f": {why}" if why else "")
+
+
+@app.command()
+def submit(
+    plan: Path = typer.Argument(..., help="Plan file (YAML or JSON), see docs/plans.md."),
+    wait: bool = typer.Option(False, "--wait", help="Follow the study until it ends; exit with its outcome."),
+    poll: float = typer.Option(2.0, "--poll", min=0.2, help="Seconds between progress reads with --wait."),
+    server: str | None = SERVER,
+    token: str | None = TOKEN,
+) -> None:
+    """Queue a study from PLAN. With --wait: a progress bar on a terminal, a line per finished run
+    otherwise; exit 0 if the study succeeded, 1 if it failed, 3 if it was cancelled."""
+    data = load_plan(plan)
+    with client(server, token) as http:
+        study = request_json(http, "POST", "/studies", json=data)
+        console.print(
+            f"study {study['id']} ({study['name']}): {len(study['runs'])} runs queued on {study['cluster']}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        if not wait:
+            return
+        final = follow(http, study["id"], poll_s=poll, live=sys.stdout.isatty())
+    raise typer.Exit(EXIT_FOR.get(final["status"], 1))
+
+
+def follow(http: httpx.Client, study_id: int, *, poll_s: float, live: bool) -> dict[str, Any]:
+    """Read the study until it ends, reporting finished runs; returns the last read."""
+    reported: set[int] = set()
+    progress = Progress(
+        TextColumn("study {task.fields[study]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not live,
+    )
+    with progress:
+        task = progress.add_task("runs", total=None, study=study_id, status="queued")
+        while True:
+            study = request_json(http, "GET", f"/studies/{study_id}")
+            runs = study["runs"]
+            done = [r for r in runs if r["status"] in TERMINAL_STATES]
+            for run in done:
+                if run["id"] not in reported:
+                    reported.add(run["id"])
+                    progress.console.print(describe_run(run), highlight=False, soft_wrap=True, markup=False)
+            progress.update(task, total=len(runs), completed=len(done), status=study["status"])
+            if study["status"] in TERMINAL_STATES:
+                break
+            time.sleep(poll_s)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(study["counts"].items()))
+    console.print(f"study {study_id} {study['status']}: {counts}", highlight=False, soft_wrap=True)
+    return study
+
+
+@app.command("list")
+def list_(
+    limit: int = typer.Option(20, "--limit", min=1, max=1000, help="Newest first, at most this many."),
+    server: str | None = SERVER,
+    token: str | None = TOKEN,
+) -> None:
+    """The newest studies."""
+    with client(server, token) as http:
+        rows = request_json(http, "GET", "/studies", params={"limit": limit})
+    table = Table("id", "name", "status", "release", "cluster", "repeats", "created")
+    for s in rows:
+        cells = [s["id"], s["name"], s["status"], s["release"], s["cluster"], s["repeats"], s["created_at"]]
+        table.add_row(*(Text(str(c)) for c in cells))
+    console.print(table)
+
+
+@app.command()
+def show(
+    study_id: int = typer.Argument(..., min=1), server: str | None = SERVER, token: str | None = TOKEN
+) -> None:
+    """A study: its cells, every run with its status, and why each failed run failed."""
+    with client(server, token) as http:
+        study = request_json(http, "GET", f"/studies/{study_id}")
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(study["counts"].items()))
+    console.print(
+        f"study {study['id']} ({study['name']}): {study['status']} · {study['release']} "
+        f"on {study['cluster']} · {len(study['variants'])} variants x {len(study['workloads'])} workloads "
+        f"x {study['repeats']} repeats · {counts}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    table = Table("run", "variant", "workload", "r", "status", "attempt", "tokens/s")
+    for run in study["runs"]:
+        tput = run.get("latest_throughput")
+        cells = [run["id"], run["variant"], run["workload"], run["repeat"], run["status"], run["attempt"]]
+        # Text(): names are shown as written, never read as rich markup.
+        table.add_row(*(Text(str(c)) for c in cells), f"{tput:,.0f}" if tput else "")
+    console.print(table)
+    failed = [r for r in study["runs"] if r["status"] in ("failed", "cancelled")]
+    if failed:
+        # Reasons below the table, one full line each: a table column would cut them.
+        console.print("why runs did not succeed:", highlight=False)
+        for run in failed:
+            console.print(f"  {describe_run(run)}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command()
+def cancel(
+    study_id: int = typer.Argument(..., min=1), server: str | None = SERVER, token: str | None = TOKEN
+) -> None:
+    """Cancel a study: queued runs are cancelled, running ones are stopped by their dispatcher."""
+    with client(server, token) as http:
+        study = request_json(http, "POST", f"/studies/{study_id}/cancel")
+    console.print(f"study {study['id']} {study['status']}", highlight=False)
+
+
+@app.command()
+def logs(
+    run_id: int = typer.Argument(..., min=1), server: str | None = SERVER, token: str | None = TOKEN
+) -> None:
+    """A run's stored log tail (the last lines the runner kept), and where its full log is."""
+    with client(server, token) as http:
+        run = request_json(http, "GET", f"/runs/{run_id}")
+    console.print(
+        f"run {run['id']} {run['variant']} / {run['workload']} r{run['repeat']}: {run['status']}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if run.get("error"):
+        console.print(f"error: {run['error']}", highlight=False, soft_wrap=True, markup=False)
+    if run.get("log_path"):
+        console.print(f"full log on the worker: {run['log_path']}", highlight=False, soft_wrap=True)
+    tail = run.get("log_tail")
+    if tail:
+        console.print(tail, highlight=False, soft_wrap=True, markup=False)
+    else:
+        console.print("(no log tail stored)")
