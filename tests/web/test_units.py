@@ -3,32 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
-from ablate.backend.web import format as fmt
+from ablate.backend.domain import formatting as fmt
 from ablate.backend.web.errors import is_page_path
+from ablate.backend.web.templating import FILTERS, templates
 from tests.support.live_server import start_live_server
 
 
-def test_intervals_and_missing_values_format_for_reading() -> None:
-    assert fmt.ratio_ci(1.2345, 1.181, 1.29) == "1.23\u00d7 [1.18, 1.29]"
-    assert fmt.ratio_ci(1.2345, None, None) == "1.23\u00d7"
-    assert fmt.ratio_ci(None) == fmt.MISSING
-    assert fmt.ratio_ci(float("nan"), 1, 2) == fmt.MISSING
-    assert fmt.pct_ci(-4.21, -6.0, -2.1) == "-4.2% [-6.0, -2.1]"
-    assert fmt.num(412345.6) == "412,346"
-    assert fmt.num(5.0832, 4) == "5.083"
-    assert fmt.num(0.0123) == "0.0123"
-    assert fmt.pvalue(0.0002) == "<0.001" and fmt.pvalue(0.0286) == "0.029"
-    start = datetime(2026, 1, 2, 10, 0, tzinfo=UTC)
-    assert fmt.when(start) == "2026-01-02 10:00 UTC"
-    assert fmt.when(start.replace(tzinfo=None)) == "2026-01-02 10:00 UTC"  # stored naive = UTC
-    assert fmt.duration(start, start + timedelta(minutes=20)) == "20 min 00 s"
-    assert fmt.duration(start, start + timedelta(seconds=4.25)) == "4.2 s"
-    assert fmt.duration(start, None) == fmt.MISSING
+def test_pages_format_with_the_shared_formatter() -> None:
+    # The number rules themselves are tested in tests/domain/test_formatting.py.
+    assert FILTERS["ratio_ci"] is fmt.ratio_ci and FILTERS["num"] is fmt.num
+    template = templates.env.from_string("{{ x | ratio_ci(lo, hi) }} {{ none | num(4) }} {{ p | pvalue }}")
+    assert (
+        template.render(x=1.2345, lo=1.181, hi=1.29, p=0.0002)
+        == f"1.23\u00d7 [1.18, 1.29] {fmt.MISSING} &lt;0.001"  # autoescaped
+    )
 
 
 def test_api_docs_and_probes_are_not_page_paths() -> None:
