@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from markupsafe import escape
 
 from ablate.backend.domain import formatting as fmt
 from ablate.backend.web.errors import is_page_path
@@ -53,6 +54,30 @@ def test_unknown_pages_are_html_and_api_stays_problem_json(client: httpx.Client)
     assert api_unknown.status_code == 404
     assert api_unknown.headers["content-type"].startswith("application/problem+json")
     assert client.get("/static/no-such.css").status_code == 404
+
+
+def test_compare_sides_are_refused_alike_on_the_page_and_the_api(client: httpx.Client) -> None:
+    """One definition of a side: the same message, as an HTML page and as problem+json."""
+    cases = [
+        ("/compare?baseline_runs=1,a&b=x:1", "/api/v1/compare?baseline_runs=1,a&contender=x:1", 422, "1,a"),
+        ("/compare?a=nope:1&b=nope:2", "/api/v1/compare?baseline=nope:1&contender=nope:2", 404, "nope:1"),
+        ("/compare?baseline_study=999&b=x:1", "/api/v1/compare?baseline_study=999&contender=x:1", 404, "999"),
+    ]
+    for page_path, api_path, status, needle in cases:
+        page, api = client.get(page_path), client.get(api_path)
+        assert page.status_code == api.status_code == status, (page_path, page.status_code, api.status_code)
+        assert page.headers["content-type"].startswith("text/html")
+        assert api.headers["content-type"].startswith("application/problem+json")
+        msg = api.json()["errors"][0]["msg"]
+        assert needle in msg and str(escape(msg)) in page.text, (page_path, msg)
+    # A side given no way (or two): the same rule, each naming its own parameters (a and b on the page).
+    page, api = client.get("/compare?a=x:1"), client.get("/api/v1/compare?baseline=x:1")
+    assert page.status_code == api.status_code == 422
+    assert api.json()["errors"][0] == {
+        "loc": "contender",
+        "msg": "give exactly one of contender, contender_runs or contender_study",
+    }
+    assert "give exactly one of b, contender_runs or contender_study" in page.text
 
 
 def test_plotly_comes_from_the_app_with_long_caching(client: httpx.Client) -> None:
