@@ -44,7 +44,7 @@ def _options(
 
 
 def _json(text: str) -> Response:
-    # Canonical text from render_json, returned as is (compact: the C encoder is several times faster).
+    # Canonical text from render_json, returned as is: the bytes of the exported JSON report, compact.
     return Response(content=text, media_type="application/json")
 
 
