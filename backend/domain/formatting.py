@@ -136,12 +136,14 @@ def when(value: datetime | str | None) -> str:
         return MISSING
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value)
+            moment = datetime.fromisoformat(value)
         except ValueError:
-            return value
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            return value  # not a timestamp: shown as given
+    else:
+        moment = value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def duration(start: datetime | None, end: datetime | None) -> str:
