@@ -1,14 +1,14 @@
-"""Small helpers shared by the figure modules (formatting, variant order, speed-up lookup)."""
+"""Small helpers shared by the figure modules (variant order, speed-up lookup).
+
+Numbers in labels and hover text are written by :mod:`ablate.backend.domain.formatting`, as on the
+dashboard's tables and in the reports.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
 from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
-
-
-def fmt(x: float | None, spec: str = ".3g") -> str:
-    return "n/a" if x is None else format(x, spec)
 
 
 def variant_order(ladders: Iterable[LadderAnalysis]) -> list[str]:

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from ablate.backend.analysis.ablation import LadderAnalysis
-from ablate.backend.charts._common import fmt, has_data, speedup_of, variant_order
+from ablate.backend.charts._common import has_data, speedup_of, variant_order
 from ablate.backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.domain.formatting import pct, pvalue, ratio, ratio_ci
 from ablate.backend.domain.metrics import describe_metric
 
 
@@ -49,8 +50,7 @@ def ablation_bars(
             highs.append(hi)
             p = v.vs_baseline.p_value if v and v.vs_baseline else None
             n = v.summary.n if v else 0
-            ci = f"{fmt(lo, '.3f')}\u2013{fmt(hi, '.3f')}"
-            hover.append(f"{name}<br>{w}: {fmt(r, '.3f')}\u00d7 (CI {ci}), n={n}, p={fmt(p)}")
+            hover.append(f"{name}<br>{w}: {ratio_ci(r, lo, hi)}, n={n}, p={pvalue(p)}")
         traces.append(
             {
                 "type": "bar",
@@ -131,7 +131,7 @@ def contribution_waterfall(
         r, _, _ = speedup_of(ladder, v)
         new_level = 100.0 * r if r is not None else level
         delta = new_level - level
-        share = f", {v.share * 100:.0f}% of the gain" if v.share is not None else ""
+        share = f", {pct(v.share * 100, signed=False)} of the gain" if v.share is not None else ""
         step = v.step.ratio if v.step else None
         traces.append(
             {
@@ -141,7 +141,7 @@ def contribution_waterfall(
                 "y": [delta],
                 "base": [level],
                 "marker": {"color": color_for(v.variant, colors)},
-                "hovertext": [f"{v.variant}: {delta:+.1f} pp (step \u00d7{fmt(step, '.3f')}{share})"],
+                "hovertext": [f"{v.variant}: {delta:+.1f} pp (step {ratio(step)}{share})"],
                 "hoverinfo": "text",
                 "texttemplate": f"{delta:+.1f}",
                 "textposition": "outside",
@@ -157,9 +157,9 @@ def contribution_waterfall(
             "x": ["Total"],
             "y": [total],
             "marker": {"color": TOTAL_COLOR},
-            "hovertext": [f"Total: {total:.1f}% of {ladder.baseline}"],
+            "hovertext": [f"Total: {pct(total, signed=False)} of {ladder.baseline}"],
             "hoverinfo": "text",
-            "texttemplate": f"{total:.1f}%",
+            "texttemplate": pct(total, signed=False),
             "textposition": "inside",
         }
     )
@@ -193,7 +193,7 @@ def speedup_heatmap(
             v = ladders[w].variant(name)
             row.append(speedup_of(ladders[w], v)[0] if v else None)
         z.append(row)
-        text.append(["" if x is None else f"{x:.2f}\u00d7" for x in row])
+        text.append(["" if x is None else ratio(x) for x in row])
     heatmap = {
         "type": "heatmap",
         "z": z,
@@ -204,7 +204,7 @@ def speedup_heatmap(
         "colorscale": "RdBu",
         "zmid": 1.0,
         "colorbar": {"title": {"text": "Speed-up (\u00d7)"}},
-        "hovertemplate": "%{y} · %{x}: %{z:.3f}\u00d7<extra></extra>",
+        "hovertemplate": "%{y} · %{x}: %{z:.2f}\u00d7<extra></extra>",
         "xgap": 2,
         "ygap": 2,
     }

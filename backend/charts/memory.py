@@ -7,9 +7,10 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from ablate.backend.analysis.ablation import LadderAnalysis
-from ablate.backend.charts._common import fmt, has_data, variant_order
+from ablate.backend.charts._common import has_data, variant_order
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.domain.formatting import MEDIAN_DIGITS, num_ci, quantity
 from ablate.backend.domain.metrics import describe_metric, get_metric
 
 
@@ -41,10 +42,8 @@ def memory_bars(
             ys.append(s.median if s else None)
             lows.append(s.ci_low if s else None)
             highs.append(s.ci_high if s else None)
-            hover.append(
-                f"{name}<br>{w}: {fmt(ys[-1])} {mdef.unit} (CI {fmt(lows[-1])}\u2013{fmt(highs[-1])}), "
-                f"n={s.n if s else 0}"
-            )
+            value = num_ci(ys[-1], lows[-1], highs[-1], unit=mdef.unit)
+            hover.append(f"{name}<br>{w}: {value}, n={s.n if s else 0}")
         traces.append(
             {
                 "type": "bar",
@@ -94,7 +93,7 @@ def throughput_vs_memory(
     colors = dict(colors) if colors else variant_colors(variants)
     traces = []
     for name in variants:
-        xs, xl, xh, ys, yl, yh, labels = [], [], [], [], [], [], []
+        xs, xl, xh, ys, yl, yh, labels, hover = [], [], [], [], [], [], [], []
         for w in workloads:
             tv, mv = throughput[w].variant(name), memory[w].variant(name)
             if not tv or not mv or not tv.summary.n or not mv.summary.n:
@@ -106,6 +105,10 @@ def throughput_vs_memory(
             yl.append(tv.summary.ci_low)
             yh.append(tv.summary.ci_high)
             labels.append(w)
+            hover.append(
+                f"{name}<br>{w}<br>{m_def.label}: {quantity(xs[-1], m_def.unit, MEDIAN_DIGITS)}"
+                f"<br>{t_def.label}: {quantity(ys[-1], t_def.unit, MEDIAN_DIGITS)}"
+            )
         if not xs:
             continue
         traces.append(
@@ -123,10 +126,8 @@ def throughput_vs_memory(
                     "line": {"width": 1, "color": "#ffffff"},
                 },
                 "text": labels,
-                "hovertemplate": (
-                    f"{name}<br>%{{text}}<br>{m_def.label}: %{{x:.4g}} {m_def.unit}"
-                    f"<br>{t_def.label}: %{{y:.4g}} {t_def.unit}<extra></extra>"
-                ),
+                "hovertext": hover,
+                "hoverinfo": "text",
             }
         )
     layout = {

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ablate.backend.charts.layout import apply_layout, chart_title, empty_figure
+from ablate.backend.domain.formatting import D3_NUM
 from ablate.backend.domain.metrics import describe_metric
 
 MAX_POINTS = 100_000
@@ -66,7 +67,7 @@ def run_series(
                 y=y,
                 mode="lines",
                 line={"color": SERIES_COLORS[(i - 1) % len(SERIES_COLORS)], "width": 1.5},
-                hovertemplate=f"step %{{x:.0f}}<br>{mdef.label}: %{{y:.4g}} {mdef.unit}<extra></extra>",
+                hovertemplate=f"step %{{x:.0f}}<br>{mdef.label}: %{{y:{D3_NUM}}} {mdef.unit}<extra></extra>",
             ),
             row=i,
             col=1,

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from ablate.backend.analysis.stats import Summary
-from ablate.backend.charts._common import fmt
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.domain.formatting import num_ci
 from ablate.backend.domain.metrics import describe_metric
 
 
@@ -51,8 +51,8 @@ def release_trend(
             ys.append(s.median if ok else None)
             lows.append(s.ci_low if ok else None)
             highs.append(s.ci_high if ok else None)
-            ci = f"{fmt(lows[-1], '.4g')}\u2013{fmt(highs[-1], '.4g')}"
-            hover.append(f"{name}<br>{rel}: {fmt(ys[-1], '.4g')} {mdef.unit} (CI {ci}), n={s.n if ok else 0}")
+            value = num_ci(ys[-1], lows[-1], highs[-1], unit=mdef.unit)
+            hover.append(f"{name}<br>{rel}: {value}, n={s.n if ok else 0}")
         if all(y is None for y in ys):
             continue
         traces.append(

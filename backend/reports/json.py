@@ -13,10 +13,10 @@ def render_json(
     generated_at: datetime | None = None,
     indent: int | None = 2,
 ) -> str:
-    """Indented for the exported report (diffs line by line); ``indent=None`` is compact, and several
-    times faster because only then does the stdlib use its C encoder (what the API answers with)."""
+    """Indented for the exported report (diffs line by line); ``indent=None`` is compact (what the API
+    answers with). One encoder either way (:func:`~ablate.backend.services.comparison.json_text`)."""
     body = comparison.json_body()
     if generated_at is not None:
         body = {"generated_at": generated_at.isoformat(), **body}
-    # Fixed indentation and field order (dataclass order) make equal data equal bytes.
+    # One encoder, fixed indentation and field order (dataclass order): equal data gives equal bytes.
     return json_text(body, indent=indent)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
+from ablate.backend.domain.formatting import MEDIAN_DIGITS, interval, num, pct, pvalue, ratio
+from ablate.backend.domain.formatting import MISSING as NA
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison import ReleaseComparison, ReleaseDelta, RunSetComparison
 
@@ -26,38 +28,6 @@ class Table:
     note: str = ""
 
 
-NA = "–"
-
-
-def num(x: float | None, spec: str | None = None) -> str:
-    """Readable without exponent notation: 11,780.4 tokens/s, 61.1 GiB, 0.4123 s."""
-    if x is None:
-        return NA
-    if spec is None:
-        spec = ",.1f" if abs(x) >= 100 else ".4g"
-    return format(x, spec)
-
-
-def ratio(x: float | None) -> str:
-    return NA if x is None else f"{x:.3f}×"
-
-
-def pct(x: float | None) -> str:
-    return NA if x is None else f"{x:+.2f}%"
-
-
-def interval(lo: float | None, hi: float | None, spec: str | None = None, suffix: str = "") -> str:
-    if lo is None or hi is None:
-        return NA
-    return f"[{num(lo, spec)}{suffix}, {num(hi, spec)}{suffix}]"
-
-
-def pvalue(p: float | None) -> str:
-    if p is None:
-        return NA
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
 def anchor(*parts: str) -> str:
     """A stable HTML id / Markdown-safe key from names (letters, digits, ``-``, ``_`` only)."""
     text = "-".join(parts)
@@ -67,11 +37,11 @@ def anchor(*parts: str) -> str:
 
 def _speedup(ladder: LadderAnalysis, v: VariantResult) -> tuple[str, str, str]:
     if v.variant == ladder.baseline and v.summary.n:
-        return "1.000×", NA, NA
+        return ratio(1.0), NA, NA
     c = v.vs_baseline
     if c is None:
         return NA, NA, NA
-    return ratio(c.ratio), interval(c.ci_low, c.ci_high, ".3f", "×"), pvalue(c.p_value)
+    return ratio(c.ratio), interval(c.ci_low, c.ci_high, "ratio"), pvalue(c.p_value)
 
 
 def _notes(*groups: tuple[str, ...]) -> str:
@@ -124,14 +94,14 @@ def ablation_tables(c: ReleaseComparison) -> list[Table]:
                             workload,
                             v.variant,
                             str(s.n),
-                            num(s.median),
-                            interval(s.ci_low, s.ci_high),
-                            num(s.cv * 100 if s.cv is not None else None, ".2f"),
+                            num(s.median, MEDIAN_DIGITS),
+                            interval(s.ci_low, s.ci_high, digits=MEDIAN_DIGITS),
+                            pct(s.cv * 100 if s.cv is not None else None, signed=False),
                             sp,
                             sp_ci,
                             p,
                             ratio(v.step.ratio) if v.step else NA,
-                            NA if v.share is None else f"{v.share * 100:.1f}%",
+                            NA if v.share is None else pct(v.share * 100, signed=False),
                             _notes(
                                 s.reasons if s.n else (),
                                 v.reasons,
@@ -207,7 +177,7 @@ def factorial_tables(c: ReleaseComparison) -> list[Table]:
                             _effect_name(e.factors),
                             kind,
                             ratio(e.factor),
-                            interval(e.ci_low, e.ci_high, ".3f", "×"),
+                            interval(e.ci_low, e.ci_high, "ratio"),
                             pvalue(p),
                             sig,
                             str(fa.n_values),
@@ -249,10 +219,10 @@ def _delta_row(d: ReleaseDelta, with_lookback: bool = True) -> tuple[str, ...]:
         d.cluster,
         d.workload,
         d.variant,
-        num(r.baseline_median) if r else NA,
-        num(r.contender_median) if r else NA,
+        num(r.baseline_median, MEDIAN_DIGITS) if r else NA,
+        num(r.contender_median, MEDIAN_DIGITS) if r else NA,
         pct(r.change_pct) if r else NA,
-        interval(r.change_ci_low, r.change_ci_high, "+.2f", "%") if r else NA,
+        interval(r.change_ci_low, r.change_ci_high, "pct") if r else NA,
         pvalue(r.p_value) if r else NA,
         d.verdict or d.status,
     ]

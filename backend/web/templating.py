@@ -1,4 +1,8 @@
-"""The Jinja2 environment of the dashboard: templates from ``web/templates``, formatting filters."""
+"""The Jinja2 environment of the dashboard: templates from ``web/templates``, formatting filters.
+
+The filters are the shared formatters of :mod:`ablate.backend.domain.formatting`, so a page says a
+number exactly as the exported report and the charts' hover text do.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.responses import HTMLResponse
 
 from ablate.backend import __version__
-from ablate.backend.web.format import FILTERS
+from ablate.backend.domain import formatting as fmt
 from ablate.backend.web.paths import PLOTLY_URL, STATIC_URL, TEMPLATES_DIR
 
 NAV = (
@@ -20,6 +24,22 @@ NAV = (
     ("studies", "Studies", "/studies"),
     ("clusters", "Clusters", "/clusters"),
 )
+
+# Filters: ``{{ x | num }}``, ``{{ r.speedup | ratio_ci(r.speedup_low, r.speedup_high) }}``...
+FILTERS = {
+    "num": fmt.num,
+    "quantity": fmt.quantity,
+    "ratio": fmt.ratio,
+    "ratio_ci": fmt.ratio_ci,
+    "pct": fmt.pct,
+    "pct_ci": fmt.pct_ci,
+    "num_ci": fmt.num_ci,
+    "interval": fmt.interval,
+    "pvalue": fmt.pvalue,
+    "qvalue": fmt.qvalue,
+    "when": fmt.when,
+    "duration": fmt.duration,
+}
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
 templates.env.filters.update(FILTERS)

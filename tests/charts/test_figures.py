@@ -19,6 +19,7 @@ from ablate.backend.charts import (
     throughput_vs_memory,
     variant_colors,
 )
+from ablate.backend.domain import formatting as fmt
 
 N = 199
 LADDER = list(DEFAULT_LADDER_COLORS)
@@ -217,3 +218,31 @@ def test_figure_to_div_and_plotly_js():
         figure_to_div(fig, 'bad" id')
     js = plotly_js_source()
     assert len(js) > 1_000_000 and "plotly" in js[:2000].lower()
+
+
+def test_hover_text_reads_like_the_tables(tput, mem):
+    """Labels and hover text use the shared formatter: the dashboard's and the report's numbers."""
+    lad = tput["llama3-8b"]
+    last = lad.variants[-1]
+    c = last.vs_baseline
+    bars = ablation_bars(tput)
+    hover = next(t for t in bars.data if t.name == last.variant).hovertext[0]
+    assert f"llama3-8b: {fmt.ratio_ci(c.ratio, c.ci_low, c.ci_high)}, n=3, p={fmt.pvalue(c.p_value)}" in hover
+    base_hover = next(t for t in bars.data if t.name == lad.baseline).hovertext[0]
+    assert base_hover.endswith(f"llama3-8b: {fmt.ratio(1.0)}, n=3, p={fmt.MISSING}")
+    waterfall = contribution_waterfall(lad)
+    assert waterfall.data[-1].texttemplate == fmt.pct(lad.total.ratio * 100, signed=False)
+    step = waterfall.data[1].hovertext[0]
+    assert f"(step {fmt.ratio(lad.variants[1].step.ratio)}, " in step and "% of the gain)" in step
+    s = mem["llama3-8b"].variants[0].summary
+    mem_hover = memory_bars(mem).data[0].hovertext[0]
+    assert mem_hover.endswith(f"{fmt.num_ci(s.median, s.ci_low, s.ci_high, unit='GiB')}, n=3")
+    assert "GiB [" in mem_hover and "n/a" not in mem_hover
+    scatter = throughput_vs_memory(tput, mem).data[0].hovertext[0]
+    assert f"Peak memory: {fmt.quantity(s.median, 'GiB', fmt.MEDIAN_DIGITS)}" in scatter
+    missing = release_trend(
+        {"Base": {"a": summarize([1.0, 1.1, 1.2], n_resamples=N), "b": None}},
+        releases=["a", "b"],
+        metric="step_time_s",
+    )
+    assert missing.data[0].hovertext[1] == f"Base<br>b: {fmt.MISSING}, n=0"

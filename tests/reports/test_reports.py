@@ -84,7 +84,7 @@ def test_markdown_tables_are_well_formed(standard: Database) -> None:
         assert set("".join(table[1])) <= {"-"}
     regressions = next(t for t in tables if t[0][-1].startswith("Suspects"))
     assert len(regressions) == 3 and regressions[2][3] == LAST and regressions[2][9] == "regressed"
-    assert "-8.00%" in regressions[2]
+    assert "-8.0%" in regressions[2]  # the shared formatter: percentages with 1 decimal
 
 
 def test_csv_has_runs_and_summary(standard: Database) -> None:

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from ablate.backend.db.database import Database
+from ablate.backend.domain.formatting import ratio
 from ablate.backend.reports import FORMATS, render
 from ablate.backend.schemas.results import ResultsBatch
 from ablate.backend.services import comparison as svc
@@ -141,7 +142,7 @@ def test_reports_show_the_factorial_section(factorial: Database) -> None:
     assert "read the Factorial effects section" in md  # the ladder table says where to look
     row = next(line for line in md.splitlines() if line.startswith("| torch-llm-tiny | compiler_opt |"))
     fa = c.factorial_map("cpu-local", TPUT)["torch-llm-tiny"]
-    assert f"{fa.main_effects[1].factor:.3f}\u00d7" in row and "| main effect |" in row and "| 12 |" in row
+    assert f"| {ratio(fa.main_effects[1].factor)} |" in row and "| main effect |" in row and "| 12 |" in row
     html = render(c, "html")
     assert 'id="factorial-effects"' in html and 'href="#factorial-effects"' in html
     rows = [r for r in csv.DictReader(io.StringIO(render(c, "csv"))) if r["section"] == "factorial_effect"]

@@ -3,32 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from markupsafe import escape
 
-from ablate.backend.web import format as fmt
+from ablate.backend.domain import formatting as fmt
 from ablate.backend.web.errors import is_page_path
+from ablate.backend.web.templating import FILTERS, templates
 from tests.support.live_server import start_live_server
 
 
-def test_intervals_and_missing_values_format_for_reading() -> None:
-    assert fmt.ratio_ci(1.2345, 1.181, 1.29) == "1.23\u00d7 [1.18, 1.29]"
-    assert fmt.ratio_ci(1.2345, None, None) == "1.23\u00d7"
-    assert fmt.ratio_ci(None) == fmt.MISSING
-    assert fmt.ratio_ci(float("nan"), 1, 2) == fmt.MISSING
-    assert fmt.pct_ci(-4.21, -6.0, -2.1) == "-4.2% [-6.0, -2.1]"
-    assert fmt.num(412345.6) == "412,346"
-    assert fmt.num(5.0832, 4) == "5.083"
-    assert fmt.num(0.0123) == "0.0123"
-    assert fmt.pvalue(0.0002) == "<0.001" and fmt.pvalue(0.0286) == "0.029"
-    start = datetime(2026, 1, 2, 10, 0, tzinfo=UTC)
-    assert fmt.when(start) == "2026-01-02 10:00 UTC"
-    assert fmt.when(start.replace(tzinfo=None)) == "2026-01-02 10:00 UTC"  # stored naive = UTC
-    assert fmt.duration(start, start + timedelta(minutes=20)) == "20 min 00 s"
-    assert fmt.duration(start, start + timedelta(seconds=4.25)) == "4.2 s"
-    assert fmt.duration(start, None) == fmt.MISSING
+def test_pages_format_with_the_shared_formatter() -> None:
+    # The number rules themselves are tested in tests/domain/test_formatting.py.
+    assert FILTERS["ratio_ci"] is fmt.ratio_ci and FILTERS["num"] is fmt.num
+    template = templates.env.from_string("{{ x | ratio_ci(lo, hi) }} {{ none | num(4) }} {{ p | pvalue }}")
+    assert (
+        template.render(x=1.2345, lo=1.181, hi=1.29, p=0.0002)
+        == f"1.23\u00d7 [1.18, 1.29] {fmt.MISSING} &lt;0.001"  # autoescaped
+    )
 
 
 def test_api_docs_and_probes_are_not_page_paths() -> None:
@@ -61,6 +54,30 @@ def test_unknown_pages_are_html_and_api_stays_problem_json(client: httpx.Client)
     assert api_unknown.status_code == 404
     assert api_unknown.headers["content-type"].startswith("application/problem+json")
     assert client.get("/static/no-such.css").status_code == 404
+
+
+def test_compare_sides_are_refused_alike_on_the_page_and_the_api(client: httpx.Client) -> None:
+    """One definition of a side: the same message, as an HTML page and as problem+json."""
+    cases = [
+        ("/compare?baseline_runs=1,a&b=x:1", "/api/v1/compare?baseline_runs=1,a&contender=x:1", 422, "1,a"),
+        ("/compare?a=nope:1&b=nope:2", "/api/v1/compare?baseline=nope:1&contender=nope:2", 404, "nope:1"),
+        ("/compare?baseline_study=999&b=x:1", "/api/v1/compare?baseline_study=999&contender=x:1", 404, "999"),
+    ]
+    for page_path, api_path, status, needle in cases:
+        page, api = client.get(page_path), client.get(api_path)
+        assert page.status_code == api.status_code == status, (page_path, page.status_code, api.status_code)
+        assert page.headers["content-type"].startswith("text/html")
+        assert api.headers["content-type"].startswith("application/problem+json")
+        msg = api.json()["errors"][0]["msg"]
+        assert needle in msg and str(escape(msg)) in page.text, (page_path, msg)
+    # A side given no way (or two): the same rule, each naming its own parameters (a and b on the page).
+    page, api = client.get("/compare?a=x:1"), client.get("/api/v1/compare?baseline=x:1")
+    assert page.status_code == api.status_code == 422
+    assert api.json()["errors"][0] == {
+        "loc": "contender",
+        "msg": "give exactly one of contender, contender_runs or contender_study",
+    }
+    assert "give exactly one of b, contender_runs or contender_study" in page.text
 
 
 def test_plotly_comes_from_the_app_with_long_caching(client: httpx.Client) -> None:

@@ -12,7 +12,7 @@ from ablate.backend.api.deps import database
 from ablate.backend.reports import MEDIA_TYPES, default_filename, render
 from ablate.backend.reports.json import render_json
 from ablate.backend.services import comparison as svc
-from ablate.backend.services.errors import ValidationProblem
+from ablate.backend.services.compare_sides import API_FIELDS, compare_sides, parse_side
 
 router = APIRouter(tags=["comparison"], dependencies=[Depends(auth.read)])
 
@@ -44,7 +44,7 @@ def _options(
 
 
 def _json(text: str) -> Response:
-    # Canonical text from render_json, returned as is (compact: the C encoder is several times faster).
+    # Canonical text from render_json, returned as is: the bytes of the exported JSON report, compact.
     return Response(content=text, media_type="application/json")
 
 
@@ -76,46 +76,28 @@ def compare(
     options: svc.ComparisonOptions = Depends(_options),
 ) -> Response:
     """Each side is given exactly one way: a release (``baseline``/``contender``), run ids
-    (``baseline_runs=1,2,3``) or a study id (``baseline_study=7``).
+    (``baseline_runs=1,2,3``) or a study id (``baseline_study=7``); its label in the answer is the
+    release's ref, ``3 runs`` or ``study #7`` (the same as on the dashboard's compare page).
 
     Two releases give the full release comparison (``kind: "release"``) of ``contender`` against
     ``baseline``. Anything else compares two sets of runs (``kind: "runs"``): cells (cluster,
     workload, variant) are paired by name; when each side holds a single cell, those two are
     compared whatever their names, e.g. three runs of one variant against three of another.
     """
-    sides = {
-        "baseline": (baseline, baseline_runs, baseline_study),
-        "contender": (contender, contender_runs, contender_study),
-    }
-    for side, given in sides.items():
-        if sum(x is not None for x in given) != 1:
-            raise ValidationProblem.at(side, f"give exactly one of {side}, {side}_runs, {side}_study")
+    sides = (
+        parse_side(
+            "baseline", API_FIELDS["baseline"], release=baseline, runs=baseline_runs, study=baseline_study
+        ),
+        parse_side(
+            "contender",
+            API_FIELDS["contender"],
+            release=contender,
+            runs=contender_runs,
+            study=contender_study,
+        ),
+    )
     with database(request).read() as session:
-        if baseline is not None and contender is not None:
-            result: svc.ReleaseComparison | svc.RunSetComparison = svc.build_release_comparison(
-                session, contender, baseline_ref=baseline, options=options
-            )
-        else:
-            ids = {}
-            labels = {}
-            for side, (ref, runs, study) in sides.items():
-                if ref is not None:
-                    ids[side] = svc.release_run_ids(session, ref, side)
-                    labels[side] = ref
-                elif runs is not None:
-                    ids[side] = svc.parse_run_ids(runs, f"{side}_runs")
-                    labels[side] = f"runs {runs}"
-                else:
-                    ids[side] = svc.study_run_ids(session, int(study), f"{side}_study")  # type: ignore[arg-type]
-                    labels[side] = f"study {study}"
-            result = svc.compare_run_sets(
-                session,
-                ids["baseline"],
-                ids["contender"],
-                baseline_label=labels["baseline"],
-                contender_label=labels["contender"],
-                options=options,
-            )
+        result = compare_sides(session, *sides, options=options)
     return _json(render_json(result, indent=None))
 
 

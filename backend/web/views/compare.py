@@ -2,7 +2,9 @@
 
 Two releases: the contender's comparison against the chosen baseline release gives the verdicts
 and the manifest diff; each release's own ladder gives the side-by-side ablation charts.
-Two run sets (run ids or whole studies): cells are compared with the same statistics.
+Two run sets (run ids or whole studies, or a release against a run set): cells are compared with
+the same statistics. What a side is, its label and its errors come from
+:mod:`ablate.backend.services.compare_sides`, as for ``GET /api/v1/compare``.
 """
 
 from __future__ import annotations
@@ -15,8 +17,15 @@ from sqlalchemy.orm import Session
 from ablate.backend import charts
 from ablate.backend.config import Settings
 from ablate.backend.services import comparison as comparison_service
+from ablate.backend.services.compare_sides import (
+    PAGE_FIELDS,
+    CompareSide,
+    ReleaseSide,
+    any_given,
+    compare_sides,
+    parse_side,
+)
 from ablate.backend.services.comparison import ReleaseComparison, RunSetComparison
-from ablate.backend.services.errors import ValidationProblem
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
 from ablate.backend.web.views.home import families, filter_options
@@ -106,17 +115,16 @@ def _side_by_side(
     return SideBySide(cluster, out[0], out[1])
 
 
-def _releases(session: Session, page: ComparePage, settings: Settings) -> None:
-    assert page.a and page.b
-    if page.a == page.b:
-        raise ValidationProblem.at("b", "pick two different releases")
+def _releases(
+    session: Session, page: ComparePage, settings: Settings, sides: tuple[ReleaseSide, ReleaseSide]
+) -> None:
     opts = options_from(settings)
-    contender = comparison_service.build_release_comparison(
-        session, page.b, baseline_ref=page.a, options=opts
-    )
-    baseline = comparison_service.build_release_comparison(session, page.a, options=opts)
+    contender = compare_sides(session, *sides, options=opts)
+    assert isinstance(contender, ReleaseComparison)
+    baseline = comparison_service.build_release_comparison(session, sides[0].ref, options=opts)
     page.mode = "releases"
-    page.baseline_label, page.contender_label = page.a, page.b
+    page.a, page.b = sides[0].ref, sides[1].ref
+    page.baseline_label, page.contender_label = sides[0].label, sides[1].label
     page.column_labels = short_labels(page.a, page.b)
     page.deltas, page.unchanged = split_deltas(_filtered(delta_rows(contender.deltas), page.filters))
     page.manifest = manifest_rows(contender.manifest_diff)
@@ -131,30 +139,22 @@ def _releases(session: Session, page: ComparePage, settings: Settings) -> None:
         page.charts.append(_side_by_side(baseline, contender, cluster, page.filters))
 
 
-def _run_ids(session: Session, ids: str, study: str, loc: str) -> tuple[list[int], str]:
-    if study:
-        if not study.isdigit():
-            raise ValidationProblem.at(f"{loc}_study", f"expected a study id, got {study!r}")
-        return comparison_service.study_run_ids(session, int(study), f"{loc}_study"), f"study #{study}"
-    parsed = comparison_service.parse_run_ids(ids, f"{loc}_runs")
-    return parsed, f"{len(parsed)} run{'s' if len(parsed) != 1 else ''}"
+def _side_title(side: CompareSide, releases: tuple[str, ...]) -> str:
+    """``3 runs of training-nv-pytorch:25.12``; a release side is its ref alone."""
+    if isinstance(side, ReleaseSide) or not releases:
+        return side.label
+    return f"{side.label} of {', '.join(releases)}"
 
 
-def _runs(session: Session, page: ComparePage, settings: Settings, studies: tuple[str, str]) -> None:
-    base_ids, base_label = _run_ids(session, page.baseline_runs, studies[0], "baseline")
-    cont_ids, cont_label = _run_ids(session, page.contender_runs, studies[1], "contender")
-    result: RunSetComparison = comparison_service.compare_run_sets(
-        session,
-        base_ids,
-        cont_ids,
-        baseline_label=base_label,
-        contender_label=cont_label,
-        options=options_from(settings),
-    )
+def _runs(
+    session: Session, page: ComparePage, settings: Settings, sides: tuple[CompareSide, CompareSide]
+) -> None:
+    result = compare_sides(session, *sides, options=options_from(settings))
+    assert isinstance(result, RunSetComparison)
     page.mode = "runs"
     base_refs, cont_refs = result.baseline.releases, result.contender.releases
-    page.baseline_label = f"{base_label} of {', '.join(base_refs)}"
-    page.contender_label = f"{cont_label} of {', '.join(cont_refs)}"
+    page.baseline_label = _side_title(sides[0], base_refs)
+    page.contender_label = _side_title(sides[1], cont_refs)
     single = len(base_refs) == 1 and len(cont_refs) == 1 and base_refs != cont_refs
     page.column_labels = short_labels(base_refs[0], cont_refs[0]) if single else ("baseline", "contender")
     # Hand-picked run sets are small: every row stays visible, nothing is folded.
@@ -190,12 +190,16 @@ def compare_page(
         baseline_runs=baseline_runs,
         contender_runs=contender_runs,
     )
-    if a and b:
-        _releases(session, page, settings)
-    elif (baseline_runs or baseline_study) and (contender_runs or contender_study):
-        _runs(session, page, settings, (baseline_study, contender_study))
-    elif a or b or baseline_runs or contender_runs or baseline_study or contender_study:
-        raise ValidationProblem.at(
-            "query", "give both sides: a and b (releases), or baseline_runs and contender_runs"
-        )
+    if not any_given(a, b, baseline_runs, contender_runs, baseline_study, contender_study):
+        return page
+    sides = (
+        parse_side("baseline", PAGE_FIELDS["baseline"], release=a, runs=baseline_runs, study=baseline_study),
+        parse_side(
+            "contender", PAGE_FIELDS["contender"], release=b, runs=contender_runs, study=contender_study
+        ),
+    )
+    if isinstance(sides[0], ReleaseSide) and isinstance(sides[1], ReleaseSide):
+        _releases(session, page, settings, (sides[0], sides[1]))
+    else:
+        _runs(session, page, settings, sides)
     return page
