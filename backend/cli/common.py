@@ -52,5 +52,5 @@ def read_yaml(path: Path) -> Any:
         raise AblateError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
 
 
-def open_database(url: str | None = None) -> Database:
-    return Database.from_url(url or settings().resolved_database_url)
+def open_database(url: str | None = None, *, create: bool = True) -> Database:
+    return Database.from_url(url or settings().resolved_database_url, create=create)

@@ -13,6 +13,7 @@ from ablate.backend.cli.serve import prepare_database
 from ablate.backend.errors import AblateError
 from ablate.backend.reports import FORMATS, render
 from ablate.backend.services.comparison import ComparisonOptions, build_release_comparison
+from ablate.backend.services.runs import check_metric_names
 
 
 def report(
@@ -34,13 +35,14 @@ def report(
     if fmt not in FORMATS:
         raise AblateError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     cfg = settings()
-    database = open_database(url)
+    database = open_database(url, create=False)  # reading never creates a database
     prepare_database(database, embedded=url is None and cfg.is_embedded_sqlite)
     options = ComparisonOptions.from_settings(
         cfg, threshold_pct=threshold_pct, lookback=lookback, metrics=tuple(metric) if metric else None
     )
     try:
         with database.read() as session:
+            check_metric_names(session, options.metrics or (), "--metric")
             comparison = build_release_comparison(session, ref, baseline_ref=baseline, options=options)
     finally:
         database.dispose()

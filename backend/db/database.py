@@ -18,8 +18,9 @@ class Database:
     sessions: sessionmaker[Session]
 
     @classmethod
-    def from_url(cls, url: str) -> Database:
-        engine = make_engine(url)
+    def from_url(cls, url: str, *, create: bool = True) -> Database:
+        """``create=False``: a SQLite file must already exist (for commands that only read)."""
+        engine = make_engine(url, create=create)
         return cls(engine=engine, sessions=session_factory(engine))
 
     @property

@@ -24,8 +24,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> Engine:
-    """Build an engine, refusing malformed or unsupported URLs with a message naming them."""
+def make_engine(url: str, *, pool_size: int = 10, create: bool = True) -> Engine:
+    """Build an engine, refusing malformed or unsupported URLs with a message naming them.
+
+    ``create=False`` is for commands that only read: a SQLite file that does not exist is an error
+    naming it (a mistyped path must not leave an empty database and its folder behind)."""
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
@@ -38,7 +41,10 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
     try:
         if parsed.get_backend_name() == "sqlite":
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                path = Path(parsed.database).expanduser()
+                if not create and not path.is_file():
+                    raise ConfigError(f"no database at {path} (this command only reads; check the URL)")
+                path.parent.mkdir(parents=True, exist_ok=True)
             engine = create_engine(parsed, connect_args={"timeout": 30, "check_same_thread": False})
             event.listen(engine, "connect", _sqlite_pragmas)
             with engine.connect() as conn:  # WAL lets readers go on while a writer commits

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import json
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db import series_codec
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunSeries, Variant, Workload
-from ablate.backend.domain.metrics import get_metric
+from ablate.backend.domain.metrics import KNOWN_METRICS, get_metric
 from ablate.backend.services import catalog
 from ablate.backend.services.downsample import minmax_downsample
 from ablate.backend.services.errors import NotFound, ValidationProblem
@@ -212,6 +214,21 @@ def list_runs(
         ) in rows
     ]
     return items, (encode_cursor(rows[-1][0]) if more else None)
+
+
+def stored_metric_names(session: Session) -> set[str]:
+    """Names of every summary metric any run has (registered and custom)."""
+    return set(session.scalars(select(RunMetric.name).distinct()))
+
+
+def check_metric_names(session: Session, names: Sequence[str], loc: str = "metric") -> None:
+    """Refuse names that are neither registered nor stored, suggesting the closest known one."""
+    known = set(KNOWN_METRICS) | stored_metric_names(session)
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
+            raise ValidationProblem.at(loc, f"unknown metric {name!r}{hint}")
 
 
 def get_run(session: Session, run_id: int) -> Run:

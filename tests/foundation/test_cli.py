@@ -120,3 +120,17 @@ def test_serve_migrates_embedded_sqlite_and_answers_probes(tmp_path: Path) -> No
 def test_serve_refuses_unmigrated_server_database(db_factory) -> None:  # type: ignore[no-untyped-def]
     url = db_factory.new("postgresql", migrated=False)
     assert_one_line_error(ablate("serve", "--port", "1", url=url), "run `ablate db upgrade`")
+
+
+def test_report_never_creates_a_database(tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "ablate.sqlite"
+    proc = ablate("report", "x:1", "--url", f"sqlite:///{missing}")
+    assert_one_line_error(proc, f"no database at {missing}")
+    assert not missing.parent.exists()  # neither the file nor its folder was made
+
+
+def test_report_refuses_an_unknown_metric_with_a_suggestion(db_url: str) -> None:
+    proc = ablate("report", "x:1", "--metric", "throughput_tokens_per_sec", url=db_url)
+    assert_one_line_error(
+        proc, "unknown metric 'throughput_tokens_per_sec'", "did you mean 'throughput_tokens_per_s'"
+    )
