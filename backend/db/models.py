@@ -256,6 +256,23 @@ class RunSeries(Base):
     run: Mapped[Run] = relationship(back_populates="series")
 
 
+class RunSeriesLevel(Base):
+    """A long series min-max downsampled at ingest to ``max_points`` (a level of a pyramid), packed as
+    in ``run_series``: a chart of 1,000 points of a 100k-point series reads a few KiB, not the whole
+    series. The full series stays exact in ``run_series``."""
+
+    __tablename__ = "run_series_levels"
+    __table_args__ = (UniqueConstraint("run_id", "metric", "max_points"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(NAME))
+    max_points: Mapped[int] = mapped_column(Integer)
+    n_points: Mapped[int] = mapped_column(Integer)
+    steps: Mapped[bytes] = mapped_column(LargeBinary)
+    values: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class ApiToken(Base):
     __tablename__ = "api_tokens"
     __table_args__ = (CheckConstraint(_in("scope", TokenScope), name="scope"),)

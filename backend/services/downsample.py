@@ -34,3 +34,15 @@ def minmax_downsample(
         np.concatenate([np.array([0, n - 1]), offsets + lows.argmin(axis=1), offsets + highs.argmax(axis=1)])
     )
     return steps[keep], values[keep]
+
+
+# Levels stored at ingest for long series (see RunSeriesLevel): a read of M points starts from the
+# smallest level of at least M points instead of the whole series. A level is kept only for series
+# at least four times its size; below that reading the full series costs about as much.
+PYRAMID_LEVELS = (1_024, 8_192, 65_536)
+PYRAMID_FACTOR = 4
+
+
+def pyramid_levels(n_points: int) -> tuple[int, ...]:
+    """The level sizes stored for a series of ``n_points``."""
+    return tuple(level for level in PYRAMID_LEVELS if n_points >= PYRAMID_FACTOR * level)

@@ -33,6 +33,7 @@ from ablate.backend.db.models import (
     Run,
     RunMetric,
     RunSeries,
+    RunSeriesLevel,
     RunSource,
     RunStatus,
     Variant,
@@ -42,6 +43,7 @@ from ablate.backend.domain.metrics import get_metric, resolve_metric
 from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
 from ablate.backend.services import catalog
+from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
 from ablate.backend.services.errors import FieldError, ValidationProblem
 
 THROUGHPUT = "throughput_tokens_per_s"
@@ -64,12 +66,23 @@ class SeriesRow(NamedTuple):
     last_value: float | None
 
 
+class LevelRow(NamedTuple):
+    """A long series downsampled to ``max_points`` (min-max buckets), for fast chart reads."""
+
+    metric: str
+    max_points: int
+    n_points: int
+    steps: bytes
+    values: bytes
+
+
 @dataclass
 class Rows:
     """A result's metric and series rows, validated and ready to insert."""
 
     metrics: list[MetricRow] = field(default_factory=list)
     series: list[SeriesRow] = field(default_factory=list)
+    levels: list[LevelRow] = field(default_factory=list)
 
     def metric(self, name: str) -> float | None:
         return next((m.value for m in self.metrics if m.name == name), None)
@@ -129,6 +142,10 @@ def prepare_rows(result: RunResult, *, loc: str = "", errors: list[FieldError] |
             (float(values.min()), float(values.max()), float(values[-1])) if n else (None, None, None)
         )
         out.series.append(SeriesRow(name, n, steps_blob, values_blob, lo, hi, last))
+        for level in pyramid_levels(n):
+            level_steps, level_values = minmax_downsample(steps, values, level)
+            blobs = series_codec.pack(level_steps, level_values)
+            out.levels.append(LevelRow(name, level, int(level_values.size), *blobs))
     if errors is None and len(own) > start:
         raise ValidationProblem(f"{len(own)} invalid value(s): {own[0].loc}: {own[0].msg}", own)
     return out
@@ -157,10 +174,13 @@ def write_rows(session: Session, rows: Sequence[tuple[int, Rows]]) -> None:
     """Insert the metric and series rows of already-flushed runs, in bulk (one statement per table)."""
     metric_rows = [{"run_id": run_id, **m._asdict()} for run_id, r in rows for m in r.metrics]
     series_rows = [{"run_id": run_id, **s._asdict()} for run_id, r in rows for s in r.series]
+    level_rows = [{"run_id": run_id, **lv._asdict()} for run_id, r in rows for lv in r.levels]
     if metric_rows:
         session.execute(insert(RunMetric), metric_rows)
     if series_rows:
         session.execute(insert(RunSeries), series_rows)
+    if level_rows:
+        session.execute(insert(RunSeriesLevel), level_rows)
 
 
 def _check_times(started_at: datetime | None, finished_at: datetime | None, loc: str) -> FieldError | None:
@@ -231,6 +251,7 @@ def record_run_results(
     # A retried attempt replaces what an earlier attempt left behind.
     session.execute(delete(RunMetric).where(RunMetric.run_id.in_(ids)))
     session.execute(delete(RunSeries).where(RunSeries.run_id.in_(ids)))
+    session.execute(delete(RunSeriesLevel).where(RunSeriesLevel.run_id.in_(ids)))
     write_rows(session, [(item.run.id, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
         session.expire(item.run, ["metrics", "series"])

@@ -21,10 +21,19 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from ablate.backend.db import series_codec
-from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunSeries, Variant, Workload
+from ablate.backend.db.models import (
+    Cluster,
+    Release,
+    Run,
+    RunMetric,
+    RunSeries,
+    RunSeriesLevel,
+    Variant,
+    Workload,
+)
 from ablate.backend.domain.metrics import KNOWN_METRICS, get_metric
 from ablate.backend.services import catalog
-from ablate.backend.services.downsample import minmax_downsample
+from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
 from ablate.backend.services.errors import NotFound, ValidationProblem
 from ablate.backend.services.studies import progress
 
@@ -294,17 +303,36 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
 def run_series(
     session: Session, run_id: int, metric: str, *, max_points: int | None = None
 ) -> dict[str, Any]:
-    """A run's series of ``metric``, min-max downsampled to ``max_points`` when asked."""
-    row = session.execute(
-        select(RunSeries.n_points, RunSeries.steps, RunSeries.values).where(
-            RunSeries.run_id == run_id, RunSeries.metric == metric
-        )
-    ).first()
-    if row is None:
+    """A run's series of ``metric``, min-max downsampled to ``max_points`` when asked.
+
+    A downsampled read starts from the smallest stored level of at least ``max_points`` points
+    (kept at ingest for long series), so it reads a few KiB instead of the whole series."""
+    n_points = session.scalar(
+        select(RunSeries.n_points).where(RunSeries.run_id == run_id, RunSeries.metric == metric)
+    )
+    if n_points is None:
         get_run(session, run_id)  # 404 naming the run when it is the run that is missing
         raise NotFound.at("metric", f"run {run_id} has no series {metric!r}")
-    steps, values = series_codec.unpack(row.steps, row.values)
-    downsampled = max_points is not None and values.size > max_points
+    downsampled = max_points is not None and n_points > max_points
+    blobs = None
+    if downsampled and max_points is not None and pyramid_levels(n_points):
+        blobs = session.execute(
+            select(RunSeriesLevel.steps, RunSeriesLevel.values)
+            .where(
+                RunSeriesLevel.run_id == run_id,
+                RunSeriesLevel.metric == metric,
+                RunSeriesLevel.max_points >= max_points,
+            )
+            .order_by(RunSeriesLevel.max_points)
+            .limit(1)
+        ).first()
+    if blobs is None:
+        blobs = session.execute(
+            select(RunSeries.steps, RunSeries.values).where(
+                RunSeries.run_id == run_id, RunSeries.metric == metric
+            )
+        ).one()
+    steps, values = series_codec.unpack(blobs.steps, blobs.values)
     if downsampled and max_points is not None:
         steps, values = minmax_downsample(steps, values, max_points)
     unit = session.scalar(select(RunMetric.unit).where(RunMetric.run_id == run_id, RunMetric.name == metric))
@@ -314,7 +342,7 @@ def run_series(
         "run_id": run_id,
         "metric": metric,
         "unit": unit,
-        "n_points": int(row.n_points),
+        "n_points": int(n_points),
         "downsampled": bool(downsampled),
         "steps": np.asarray(steps).tolist(),
         "values": np.asarray(values).tolist(),

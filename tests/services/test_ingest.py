@@ -11,10 +11,10 @@ from sqlalchemy import select
 
 from ablate.backend.db import series_codec
 from ablate.backend.db.database import Database
-from ablate.backend.db.models import Run, RunMetric, RunSeries
+from ablate.backend.db.models import Run, RunMetric, RunSeries, RunSeriesLevel
 from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.studies import StudyPlan
-from ablate.backend.services import ingest, studies
+from ablate.backend.services import ingest, runs, studies
 from ablate.backend.services.errors import ValidationProblem
 from tests.services.conftest import Catalog
 
@@ -225,3 +225,26 @@ def test_batch_over_two_studies_and_refresh_left_to_the_caller(database: Databas
     with database.read() as s:
         assert studies.get_study(s, first).finished_at is not None
         assert studies.get_study(s, second).finished_at is None
+
+
+def test_long_series_get_downsampled_levels_that_reads_use(database: Database, seeded: Catalog) -> None:
+    run_id = _first_run(database, seeded)
+    n = 40_000
+    steps = list(range(1, n + 1))
+    rng = np.random.default_rng(5)
+    values = (5.0 + rng.normal(0, 0.1, n)).tolist()
+    values[12_345], values[30_001] = 9.5, 0.25  # a spike and a dip that any chart must show
+    _record(database, run_id, series={"step_time_s": (steps, values)})
+    _record(database, run_id, series={"step_time_s": (steps, values)})  # a retry replaces the levels
+    with database.read() as s:
+        levels = s.execute(
+            select(RunSeriesLevel.max_points, RunSeriesLevel.n_points).where(RunSeriesLevel.run_id == run_id)
+        ).all()
+        assert all(points <= size for size, points in levels)
+        assert sorted(m for m, _ in levels) == [1_024, 8_192]  # 40k points: levels up to 40k / 4
+        small = runs.run_series(s, run_id, "step_time_s", max_points=500)
+        full = runs.run_series(s, run_id, "step_time_s")
+    assert small["downsampled"] and len(small["values"]) <= 500 and small["n_points"] == n
+    assert max(small["values"]) == 9.5 and min(small["values"]) == 0.25
+    assert small["steps"][0] == 1 and small["steps"][-1] == n
+    assert full["values"] == values and full["steps"] == steps and not full["downsampled"]
