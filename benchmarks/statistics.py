@@ -108,6 +108,27 @@ def two_sample_coverage(trials: int, seed: int) -> None:
     )
 
 
+def two_sample_unequal_noise(trials: int, seed: int) -> None:
+    """compare_many when one side is noisier than the other (contender CV 5%, reference CV 1%)."""
+    rows = []
+    for nc, nr in ((2, 10), (3, 3), (3, 10), (5, 5), (10, 3)):
+        cells = []
+        for noise in NOISES:
+            rng = np.random.default_rng([seed, 10, nc, nr, NOISES.index(noise)])
+            pairs = [
+                Pair(draw(rng, nc, MU * 1.05, 0.05, noise), draw(rng, nr, MU, 0.01, noise), "higher")
+                for _ in range(trials)
+            ]
+            res = compare_many(pairs)
+            cells.append(rate([covers(r.ci_low, r.ci_high, 1.05) for r in res]))
+        rows.append((f"{nc} vs {nr}", *cells))
+    table(
+        "Two-sample ratio interval coverage, unequal noise: contender CV 5%, reference CV 1% (compare_many)",
+        ["n (contender vs reference)", *NOISES],
+        rows,
+    )
+
+
 def per_rung_coverage(trials: int, seed: int) -> None:
     """summarize_many: the interval of one rung's centre (truth: the median mu)."""
     rows = []
@@ -348,6 +369,7 @@ def shares(trials: int, seed: int) -> None:
 
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
+    "two_sample_unequal": two_sample_unequal_noise,
     "per_rung": per_rung_coverage,
     "verdicts": verdicts,
     "release": release_level,

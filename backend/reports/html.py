@@ -126,6 +126,7 @@ def render_html(c: ReleaseComparison, *, generated_at: datetime | None = None) -
         c=c,
         overview=t.overview(c),
         regressions=t.regression_table(c),
+        not_testable=t.not_testable_table(c) if c.not_testable else None,
         ablation=t.ablation_tables(c),
         factorial=t.factorial_tables(c),
         deltas=t.delta_tables(c),
