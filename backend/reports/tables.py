@@ -176,7 +176,7 @@ def ablation_tables(c: ReleaseComparison) -> list[Table]:
                         "CI",
                         "p / q",
                         "Step (vs reference rung)",
-                        "Share of gain [95% interval]",
+                        "Share of gain [≥95% interval]",
                         "Notes",
                     ),
                     tuple(rows),
@@ -454,7 +454,7 @@ def method_table(c: ReleaseComparison | RunSetComparison) -> Table:
             "Noisy",
             f"n < {m.min_n} or the {m.confidence:.0%} {m.noisy} above {m.noisy_cv:.0%}",
         ),
-        ("Share of gain", f"{m.confidence:.0%} {m.share_interval}, {m.n_resamples} draws, seed {m.seed}"),
+        ("Share of gain", f"≥{m.confidence:.0%} {m.share_interval}, {m.n_resamples} draws, seed {m.seed}"),
     )
     if isinstance(c, ReleaseComparison) and c.factorial_design is not None:
         rows += (("Factorial effect intervals", f"{m.confidence:.0%} {m.factorial_interval}"),)
