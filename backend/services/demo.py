@@ -112,6 +112,9 @@ def trust_notes(comparison: ReleaseComparison, load: tuple[float, int] | None = 
     notes: list[str] = []
     if load is not None and load[0] > load[1]:
         notes.append(f"measured while the host was busy: load {load[0]:.1f} on {load[1]} CPUs")
+    # What the runners recorded around each run (workers/runners/hostload.py).
+    busy = [m for m in comparison.missing if "measured while the host was busy" in m]
+    notes.extend(busy)
     rungs = [
         (e.workload, v)
         for e in comparison.ladders

@@ -41,3 +41,37 @@ def test_trust_notes_name_what_is_wrong(database: Database) -> None:
     assert any(n.startswith("only 1 repeats per variant") for n in notes)
     assert any("not testable" in n for n in notes)
     assert not any("busy" in n for n in trust_notes(c, (0.5, 2)))
+
+
+def test_runs_measured_on_a_busy_host_are_listed(database: Database) -> None:
+    from ablate.backend.schemas.results import ResultsBatch
+    from ablate.backend.services.ingest import submit_results
+
+    def result(variant: str, repeat: int, busy: bool) -> dict:
+        prov = {
+            "host_busy": "true",
+            "host_busy_reason": "measured while the host was busy: load 9.1 on 2 CPUs",
+        }
+        return {
+            "release": {"image": "busy-img", "tag": "1.0", "platform": "gpu"},
+            "cluster": {"name": "c1", "accelerator": "cpu", "nodes": 1, "devices_per_node": 1},
+            "workload": {"name": "w"},
+            "variant": {"name": variant},
+            "repeat": repeat,
+            "metrics": {"throughput_tokens_per_s": 100.0 + repeat},
+            "provenance": prov if busy else {"host_busy": "false"},
+        }
+
+    results = [result("Base", r, busy=r == 0) for r in range(3)] + [result("X", r, False) for r in range(3)]
+    with database.transaction() as session:
+        submit_results(
+            session,
+            ResultsBatch.model_validate({"results": results}),
+            token_scope="admin",
+            idempotency_key=None,
+        )
+    with database.read() as s:
+        c = svc.build_release_comparison(s, "busy-img:1.0", options=svc.ComparisonOptions(n_resamples=99))
+    busy = [m for m in c.missing if "host was busy" in m]
+    assert busy == ["Base on w (c1): 1 of 3 runs measured while the host was busy: load 9.1 on 2 CPUs"]
+    assert busy[0] in trust_notes(c)

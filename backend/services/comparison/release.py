@@ -216,6 +216,7 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         for m in metrics:
             if m not in by_metric:
                 missing.append(f"{cell[2]} on {cell[1]} ({cell[0]}): metric {m} not reported")
+    missing.extend(_busy_host_notes(current_runs, cat, env_rows))
 
     ladders = _ladders(values, grid, variant_names, base, metrics, units, opts)
     design = _factorial_design(release_variants)
@@ -280,6 +281,27 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         runs=run_records,
         missing=tuple(missing),
     )
+
+
+def _busy_host_notes(current_runs: Mapping[int, RunRow], cat: Catalog, env_rows: Sequence[Any]) -> list[str]:
+    """Cells with succeeded runs that their runner recorded as measured on a busy host
+    (``host_busy`` in the run's provenance, workers/runners/hostload.py), with the first reason."""
+    busy: dict[Cell, list[str]] = defaultdict(list)
+    total: dict[Cell, int] = defaultdict(int)
+    for rid, _var, status, _env, prov, _err in env_rows:
+        row = current_runs.get(rid)
+        if status != RunStatus.succeeded or row is None:
+            continue
+        cell = cat.cell(row.cluster_id, row.workload_id, row.variant_id)
+        if cell is None:
+            continue
+        total[cell] += 1
+        if (prov or {}).get("host_busy") == "true":
+            busy[cell].append(str((prov or {}).get("host_busy_reason") or "measured while the host was busy"))
+    return [
+        f"{cell[2]} on {cell[1]} ({cell[0]}): {len(reasons)} of {total[cell]} runs {sorted(reasons)[0]}"
+        for cell, reasons in sorted(busy.items())
+    ]
 
 
 def _baseline_variant(release_variants: Sequence[Variant]) -> str | None:
