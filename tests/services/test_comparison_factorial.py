@@ -145,6 +145,8 @@ def test_reports_show_the_factorial_section(factorial: Database) -> None:
     assert f"{fa.main_effects[1].factor:.3f}\u00d7" in row and "| main effect |" in row and "| 12 |" in row
     html = render(c, "html")
     assert 'id="factorial-effects"' in html and 'href="#factorial-effects"' in html
+    # The effects chart with intervals instead of a waterfall, which would credit positions.
+    assert 'id="c0-factorial"' in html and "-waterfall" not in html
     rows = [r for r in csv.DictReader(io.StringIO(render(c, "csv"))) if r["section"] == "factorial_effect"]
     assert len(rows) == 2 * 2 * 3  # workloads x metrics x (2 main effects + 1 interaction)
     got = {(r["workload"], r["metric"], r["variant"], r["effect"]): float(r["speedup"]) for r in rows}
