@@ -223,6 +223,18 @@ def _effect_label(factors: tuple[str, ...]) -> str:
     return factors[0] if len(factors) == 1 else " \u00d7 ".join(factors)
 
 
+def _bounds(trace: dict) -> list[float]:
+    """Interval ends of a trace from its error bars (x + plus, x - minus)."""
+    err = trace.get("error_x") or {}
+    out = []
+    for x, plus, minus in zip(trace["x"], err.get("array") or [], err.get("arrayminus") or [], strict=False):
+        if x is not None and plus is not None:
+            out.append(x + plus)
+        if x is not None and minus is not None:
+            out.append(x - minus)
+    return out
+
+
 def factorial_effects(
     analyses: Mapping[str, FactorialAnalysis],
     *,
@@ -268,6 +280,7 @@ def factorial_effects(
             {
                 "type": "scatter",
                 "mode": "markers",
+                "orientation": "h",  # the categories are on y: group the workloads along it
                 "name": workload,
                 "x": xs,
                 "y": names,
@@ -287,9 +300,18 @@ def factorial_effects(
         "x1": 1.0,
         "line": {"color": "#999999", "width": 1, "dash": "dot"},
     }
+    # Grouped scatter autoranges like bars (from 0): fit the effects, their intervals and the 1x line.
+    ends = [1.0] + [v for t in traces for v in (*t["x"], *_bounds(t)) if isinstance(v, int | float)]
+    pad = (max(ends) - min(ends)) * 0.08 or 0.05
     layout = {
         "shapes": [parity],
-        "xaxis": {"title": {"text": f"{label} effect (\u00d7, >1 is better)"}},
+        # Workloads side by side within each effect's row, not drawn over each other.
+        "scattermode": "group",
+        "scattergap": 0.4,
+        "xaxis": {
+            "title": {"text": f"{label} effect (\u00d7, >1 is better)"},
+            "range": [min(ends) - pad, max(ends) + pad],
+        },
         "yaxis": {"type": "category", "autorange": "reversed", "title": {"text": "Factor / interaction"}},
     }
     return build_figure(traces, title, layout=layout)

@@ -5,8 +5,11 @@ Served by the real app over HTTP on both databases; no browser needed for the ma
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 from ablate.backend.config import Settings
 from ablate.backend.db.database import Database
@@ -16,6 +19,8 @@ from tests.reports import seed as ladder_seed
 from tests.services.test_comparison_factorial import REF, TPUT, WORKLOADS
 from tests.services.test_comparison_factorial import _seed as seed_factorial
 from tests.support.live_server import start_live_server
+from tests.web.conftest import Console
+from tests.web.helpers import assert_no_console_errors, chart_state, open_page, shoot
 
 
 def test_factorial_release_shows_effects_not_a_waterfall(db_url: str, database: Database) -> None:
@@ -61,3 +66,23 @@ def test_ladder_release_keeps_the_ladder_view(db_url: str, database: Database) -
         html = client.get(f"/releases/{ref}").text
     assert 'data-chart="waterfall"' in html and 'data-chart="factorial"' not in html
     assert "Step vs reference rung" in html and f"vs {ladder_seed.VARIANTS[-2]}" in html
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_factorial_release_page_renders_in_a_browser(
+    db_url: str, database: Database, page: Any, console: Console, screenshots: Path
+) -> None:
+    seed_factorial(database)
+    with start_live_server(db_url) as server:
+        open_page(page, f"{server.url}/releases/{REF}")
+        states = {s["kind"]: s for s in chart_state(page)}
+        assert "waterfall" not in states
+        factorial = states["factorial"]
+        assert factorial["rendered"] and factorial["hasSvg"] and factorial["data"] == len(WORKLOADS)
+        assert factorial["svgTraces"] == factorial["data"]
+        table = page.locator('table.factorial-effects[data-workload="torch-llm-tiny"]')
+        cell = table.locator('tr[data-kind="interaction"] td').nth(2).inner_text()
+        assert cell.startswith("1.04\u00d7 [") and cell.endswith("]"), cell
+        shoot(page, screenshots, "release-factorial")
+    assert_no_console_errors(console)
