@@ -27,7 +27,7 @@ def ablation_bars(
     cluster: str | None = None,
     colors: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Metric normalised to Base for every variant, grouped by workload, with bootstrap CI bars.
+    """Metric normalised to Base for every variant, grouped by workload, with Welch t interval bars.
 
     ``ladders`` maps workload -> ladder analysis (same metric for all). One trace per variant.
     """

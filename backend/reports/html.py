@@ -65,7 +65,7 @@ def _trend_points(
     """variant -> release -> Summary of medians: the lookback releases, then this release.
 
     The history carries medians only (no raw values), so the trend has no interval bars; this
-    keeps the report from bootstrapping every earlier release again.
+    keeps the report from loading every earlier release's runs again.
     """
     ladder = c.ladder_map(cluster, metric).get(workload)
     points: dict[str, dict[str, Summary]] = {}
