@@ -1,7 +1,7 @@
 """Pure analysis: lists of numbers in, frozen dataclasses out. No database, no plotly, no I/O."""
 
-from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, analyze_ladder
-from ablate.backend.analysis.comparison import Comparison, compare_samples
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, analyze_ladder, speedup_of
+from ablate.backend.analysis.comparison import BASELINE_SPEEDUP, Comparison, compare_samples
 from ablate.backend.analysis.factorial import (
     Effect,
     FactorialAnalysis,
@@ -21,10 +21,18 @@ from ablate.backend.analysis.metrics import (
     oriented_ratio,
     resolve_metric,
 )
-from ablate.backend.analysis.regression import LookbackResult, RegressionResult, compare_releases, lookback
-from ablate.backend.analysis.stats import Summary, summarize
+from ablate.backend.analysis.regression import (
+    LookbackResult,
+    RegressionResult,
+    compare_releases,
+    compare_releases_many,
+    lookback,
+    lookback_many,
+)
+from ablate.backend.analysis.stats import Summary, bh_adjust, summarize
 
 __all__ = [
+    "BASELINE_SPEEDUP",
     "KNOWN_METRICS",
     "Comparison",
     "Effect",
@@ -39,7 +47,9 @@ __all__ = [
     "VariantResult",
     "analyze_factorial",
     "analyze_ladder",
+    "bh_adjust",
     "compare_releases",
+    "compare_releases_many",
     "compare_samples",
     "compare_versions",
     "describe_metric",
@@ -51,7 +61,9 @@ __all__ = [
     "is_better",
     "is_known_metric",
     "lookback",
+    "lookback_many",
     "oriented_ratio",
     "resolve_metric",
+    "speedup_of",
     "summarize",
 ]
