@@ -43,9 +43,9 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
     look = None
     lb = d.lookback
     if lb is not None and lb.verdict is not None and lb.improvement_pct is not None:
-        look = f"lookback: {lb.improvement_pct:+.2f}% vs mean of last {lb.n_history} ({lb.verdict})"
-    elif lb is not None and lb.reasons:
-        look = f"lookback: {lb.reasons[0]}"
+        look = f"lookback: {lb.improvement_pct:+.1f}% vs last {lb.n_history} ({lb.verdict})"
+    # A lookback that does not speak (too little history) says why in the row's reasons, not here.
+    reasons = [*(r.reasons if r else ()), *(f"lookback: {x}" for x in (lb.reasons if lb else ()))]
     return DeltaRow(
         cluster=d.cluster,
         workload=d.workload,
@@ -68,7 +68,7 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
         significant=r.significant if r else None,
         suspect=bool(r and r.verdict == "unchanged" and r.indicated in ("improved", "regressed")),
         indicated=r.indicated if r else None,
-        reasons="; ".join(r.reasons) if r else "",
+        reasons="; ".join(reasons),
         lookback=look,
     )
 
