@@ -58,7 +58,14 @@ class Settings(BaseSettings):
         default=0.03, description="Relative change a release-over-release verdict needs (0.03 = 3%)."
     )
     significance_alpha: float = Field(default=0.05, description="Significance level of every test.")
-    lookback_releases: int = Field(default=5, description="Releases the lookback z-score compares against.")
+    lookback_releases: int = Field(
+        default=5, description="Earlier releases the lookback prediction interval compares against (K)."
+    )
+    lookback_min_history: int = Field(
+        default=4,
+        ge=2,
+        description="Earlier releases with data the lookback needs before it gives a verdict.",
+    )
     log_level: str = Field(default="info", description="Log level of the service.")
     server_url: str = Field(
         default="http://127.0.0.1:8000",

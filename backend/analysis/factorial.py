@@ -7,11 +7,16 @@ larger is better (log for higher-is-better metrics, -log for lower-is-better), h
 
 * ``factor = exp(effect)`` is a multiplicative speed-up: the ratio of geometric means with the
   factor on vs off, averaged over the other factors; > 1 means the factor helps.
-* A two-way interaction uses Yates' convention: effect_AB = 1/2 [effect_A | B on - effect_A | B off],
-  so ``factor`` > 1 means A and B together do better than their separate effects multiply to.
+* A two-way interaction is reported at full size: effect_AB = effect_A | B on - effect_A | B off
+  (averaged over the other factors), so ``factor`` = x1.04 means A gains 4% more with B on than
+  off. (Yates' convention halves it: a 4% synergy printed as x1.020.)
 
-Intervals are t-based on the pooled within-cell variance (df = N - 2^k); with one repeat per
-cell there is no error estimate, so no interval. A design missing any combination is reported
+Intervals are t-based per contrast with Welch-Satterthwaite standard errors: each cell's own
+variance, se^2 = sum w_i^2 s_i^2 / n_i, df by Satterthwaite, so cells that are noisier and have
+fewer runs do not borrow the quiet cells' precision (the pooled-variance interval covered 69% in
+that design). With a single run in some cell its variance is unknown, so the pooled within-cell
+variance (df = N - 2^k) is used and named in ``Effect.method``; with one repeat per cell there is
+no error estimate, so no interval. A design missing any combination is reported
 (``complete`` False, ``missing`` listed) and no effects are computed: contrasts of an incomplete
 design would silently mix effects together.
 """
@@ -30,6 +35,8 @@ from ablate.backend.analysis.stats import clean_values, finite_or_none
 from ablate.backend.domain.metrics import Direction, describe_metric
 
 MAX_FACTORS = 12
+WELCH_EFFECT_METHOD = "t-interval, welch-satterthwaite standard error per contrast (log scale)"
+POOLED_EFFECT_METHOD = "t-interval, pooled within-cell variance (a cell has one run)"
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class Effect:
     ci_high: float | None
     se: float | None  # standard error of log_effect
     p_value: float | None  # two-sided t-test of log_effect == 0
+    df: float | None = None  # degrees of freedom of the interval
+    method: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,20 +142,35 @@ def analyze_factorial(
     ss = sum(float(((y - y.mean()) ** 2).sum()) for y in logs)
     df = int(counts.sum()) - len(combos)
     s2 = ss / df if df > 0 else None
+    welch = bool((counts >= 2).all())
+    cell_var = np.array([float(y.var(ddof=1)) if y.size >= 2 else 0.0 for y in logs])
 
     # +1/-1 coding of each factor per cell.
     coding = {f: np.array([1.0 if f in c else -1.0 for c in combos]) for f in names}
-    tcrit = float(stats.t.ppf(0.5 + confidence / 2, df)) if df > 0 else None
 
     def effect(subset: tuple[str, ...]) -> Effect:
         signs = np.prod([coding[f] for f in subset], axis=0)
-        w = signs / (len(combos) / 2)
+        # Full size: the contrast is averaged over the factors not in it only (2^(k - order) cells
+        # per sign), e.g. a main effect is mean(on) - mean(off) and AB is A|B on - A|B off.
+        w = signs / 2.0 ** (len(names) - len(subset))
         est = float(w @ means)
-        se = math.sqrt(s2 * float((w**2 / counts).sum())) if s2 is not None else None
+        se = edf = None
+        method = ""
+        if welch:
+            parts = w**2 * cell_var / counts
+            se = math.sqrt(float(parts.sum()))
+            denom = float((parts**2 / (counts - 1)).sum())
+            edf = float(parts.sum()) ** 2 / denom if denom > 0 else None
+            method = WELCH_EFFECT_METHOD
+        elif s2 is not None:
+            se = math.sqrt(s2 * float((w**2 / counts).sum()))
+            edf = float(df)
+            method = POOLED_EFFECT_METHOD
         lo = hi = p = None
-        if se is not None and tcrit is not None:
+        if se is not None and edf is not None and se > 0:
+            tcrit = float(stats.t.ppf(0.5 + confidence / 2, edf))
             lo, hi = math.exp(est - tcrit * se), math.exp(est + tcrit * se)
-            p = float(2 * stats.t.sf(abs(est) / se, df)) if se > 0 else None
+            p = float(2 * stats.t.sf(abs(est) / se, edf))
         return Effect(
             factors=subset,
             log_effect=est,
@@ -155,6 +179,8 @@ def analyze_factorial(
             ci_high=finite_or_none(hi),
             se=finite_or_none(se),
             p_value=finite_or_none(p),
+            df=finite_or_none(edf),
+            method=method,
         )
 
     reasons: list[str] = []

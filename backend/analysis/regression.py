@@ -2,17 +2,23 @@
 
 Verdict rule (Bencher-style, thresholds stored in the result):
 
-* ``improved`` / ``regressed`` need BOTH ``|improvement_pct| >= threshold_pct`` AND ``p < alpha``
-  (two-sided Mann-Whitney U on the repeats).
+* ``improved`` / ``regressed`` need BOTH ``|improvement_pct| >= threshold_pct`` AND ``q < alpha``,
+  q being the Benjamini-Hochberg adjusted p-value of Welch's t on the log values (ratio of
+  geometric means) across the comparisons of one batch: one release, or one run-set comparison.
+* ``not testable`` when a side has fewer than two (positive) values: no test can reach
+  significance, so nothing is claimed, not even "unchanged"; reports list these cells.
 * Otherwise ``unchanged``. ``unchanged`` is not a proof of no change: when the change passes the
-  threshold but the test cannot confirm it, ``indicated`` holds the direction the medians point
-  to, and when the sample sizes make ``p < alpha`` impossible (3 vs 3 repeats: min p = 0.1),
-  ``conclusive`` is False and a reason says so. Dashboards should show such rows as "suspect",
-  not as green.
+  threshold but the test cannot confirm it, ``indicated`` holds the direction the estimate points
+  to and a reason says so. Dashboards should show such rows as "suspect", not as green.
 
-``change_pct`` is the raw percent change of medians ((new - old) / old * 100). ``improvement_pct``
-is the same number oriented by the metric registry: equal for higher-is-better metrics, negated
-for lower-is-better ones (a 5% longer step time is improvement_pct = -5).
+``change_pct`` is the percent change of geometric means ((new / old - 1) * 100), with its Welch
+interval. ``improvement_pct`` is the same number oriented by the metric registry: equal for
+higher-is-better metrics, negated for lower-is-better ones (a 5% longer step time is -5).
+
+The lookback check compares the new release's median with the medians of the last ``k`` releases
+through a prediction interval: t = (new - mean) / (s sqrt(1 + 1/K)) against Student's t with K - 1
+degrees of freedom, at least ``min_history`` releases, and the same minimum effect as the pairwise
+verdict. The former rule (z > 2, no minimum) raised 15-42% false alarms with 2-5 history releases.
 """
 
 from __future__ import annotations
@@ -23,20 +29,29 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy import stats
 
 from ablate.backend.analysis.stats import (
-    DEFAULT_N_RESAMPLES,
-    bootstrap_median_cis,
+    BH_METHOD,
+    POOLED_LOG_TEST,
+    TWO_VALUES_NOTE,
+    WELCH_LOG_INTERVAL,
+    WELCH_LOG_TEST,
+    WelchLog,
+    bh_adjust,
     clean_values,
     finite_or_none,
-    mann_whitney_p,
-    min_possible_p,
     sorted_median,
+    t_critical,
+    welch_log,
 )
 from ablate.backend.domain.metrics import Direction, describe_metric
 
-Verdict = Literal["improved", "regressed", "unchanged"]
-TEST_NAME = "mann-whitney-u two-sided"
+Verdict = Literal["improved", "regressed", "unchanged", "not testable"]
+TEST_NAME = WELCH_LOG_TEST
+INTERVAL_METHOD = WELCH_LOG_INTERVAL
+LOOKBACK_METHOD = "prediction interval of the next release median: t with K-1 df, factor sqrt(1+1/K)"
+NOT_TESTABLE: Verdict = "not testable"
 
 
 @dataclass(frozen=True)
@@ -48,29 +63,26 @@ class RegressionResult:
     n_contender: int
     baseline_median: float | None
     contender_median: float | None
-    change_pct: float | None  # raw: (contender - baseline) / baseline * 100
-    change_ci_low: float | None  # bootstrap CI of change_pct
+    change_pct: float | None  # raw: (geometric mean contender / baseline - 1) * 100
+    change_ci_low: float | None  # Welch interval of change_pct
     change_ci_high: float | None
     improvement_pct: float | None  # oriented: > 0 is better
     improvement_ci_low: float | None
     improvement_ci_high: float | None
-    p_value: float | None
-    min_possible_p: float | None
-    significant: bool
+    p_value: float | None  # raw two-sided Welch p; None when not testable
+    q_value: float | None  # adjusted across the batch (``adjustment``)
+    testable: bool  # both sides have >= 2 positive values
+    significant: bool  # q_value < alpha
     exceeds_threshold: bool
-    conclusive: bool  # False when the sample sizes cannot reach p < alpha
     indicated: Verdict | None  # direction by threshold alone, whether or not it is significant
     verdict: Verdict
     threshold_pct: float
     alpha: float
     test: str
+    interval_method: str
+    adjustment: str
     confidence: float
     reasons: tuple[str, ...]
-
-
-def _pct_change(mc: np.ndarray, mb: np.ndarray) -> np.ndarray:
-    # From the medians of (contender, baseline), for the batched bootstrap.
-    return (mc - mb) / np.abs(mb) * 100.0
 
 
 @dataclass(frozen=True)
@@ -89,24 +101,18 @@ def compare_releases_many(
     threshold_pct: float = 3.0,
     alpha: float = 0.05,
     confidence: float = 0.95,
-    n_resamples: int = DEFAULT_N_RESAMPLES,
-    seed: int = 0,
+    adjust: bool = True,
 ) -> list[RegressionResult]:
-    """:func:`compare_releases` of many pairs; the bootstraps run batched (same results, faster)."""
+    """:func:`compare_releases` of many pairs, their p-values adjusted as one family (Benjamini-
+    Hochberg) when ``adjust``: pass every comparison of one release in one call."""
     cleaned = [(clean_values(p.baseline), clean_values(p.contender)) for p in pairs]
-    # The percent change needs a non-zero baseline median; its CI is bootstrapped for those only.
-    wanted = [i for i, (b, c) in enumerate(cleaned) if b.size and c.size and sorted_median(b) != 0]
-    found = bootstrap_median_cis(
-        [(cleaned[i][1], cleaned[i][0]) for i in wanted],
-        _pct_change,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-    )
-    cis = dict(zip(wanted, found, strict=True))
+    tests = [welch_log(c, b, confidence) for b, c in cleaned]
+    raw = [None if t is None else t.p_value for t in tests]
+    adjusted = bh_adjust(raw) if adjust else raw
+    method = BH_METHOD if adjust else "none"
     return [
-        _compare(p, b, c, cis.get(i, (None, None)), threshold_pct, alpha, confidence)
-        for i, (p, (b, c)) in enumerate(zip(pairs, cleaned, strict=True))
+        _compare(p, b, c, t, q, threshold_pct, alpha, confidence, method)
+        for p, (b, c), t, q in zip(pairs, cleaned, tests, adjusted, strict=True)
     ]
 
 
@@ -119,28 +125,32 @@ def compare_releases(
     threshold_pct: float = 3.0,
     alpha: float = 0.05,
     confidence: float = 0.95,
-    n_resamples: int = DEFAULT_N_RESAMPLES,
-    seed: int = 0,
 ) -> RegressionResult:
-    """Compare the repeats of the new release (``contender``) with the previous one (``baseline``)."""
+    """Compare the repeats of the new release (``contender``) with the previous one (``baseline``);
+    one comparison, so q equals p."""
     return compare_releases_many(
         [ReleasePair(baseline, contender, metric, unit)],
         threshold_pct=threshold_pct,
         alpha=alpha,
         confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
+        adjust=False,
     )[0]
+
+
+def _pct(log_ratio: float) -> float:
+    return math.expm1(log_ratio) * 100.0
 
 
 def _compare(
     pair: ReleasePair,
     b: np.ndarray,
     c: np.ndarray,
-    ci: tuple[float | None, float | None],
+    t: WelchLog | None,
+    q: float | None,
     threshold_pct: float,
     alpha: float,
     confidence: float,
+    method: str,
 ) -> RegressionResult:
     metric = pair.metric
     mdef = describe_metric(metric, pair.unit)
@@ -154,14 +164,15 @@ def _compare(
         reasons.append("contender: no values")
 
     change = lo = hi = None
-    if mb is not None and mc is not None:
-        if mb == 0:
-            reasons.append("baseline median is 0: percent change undefined")
-        else:
-            change = (mc - mb) / abs(mb) * 100.0
-            # The baseline median of a resample can be 0 only if values are 0; guard above suffices
-            # for positive metrics, and finite_or_none removes any inf from the rest.
-            lo, hi = ci
+    positive = bool(b.size and c.size and b[0] > 0 and c[0] > 0)
+    if b.size and c.size and not positive:
+        reasons.append("non-positive values: percent change of geometric means undefined")
+    elif t is not None:
+        change, lo, hi = _pct(t.log_ratio), _pct(t.log_low), _pct(t.log_high)
+        if t.method == POOLED_LOG_TEST:
+            reasons.append(TWO_VALUES_NOTE)
+    elif positive:
+        change = _pct(float(np.log(c).mean() - np.log(b).mean()))  # one value a side: no interval
     improvement = None if change is None else sign * change
     if sign > 0:
         imp_lo, imp_hi = lo, hi
@@ -169,24 +180,22 @@ def _compare(
         imp_lo = None if hi is None else -hi
         imp_hi = None if lo is None else -lo
 
-    p = mann_whitney_p(c, b)
-    floor = min_possible_p(int(c.size), int(b.size))
-    significant = p is not None and p < alpha
-    conclusive = floor is not None and floor < alpha and p is not None
+    significant = q is not None and q < alpha
     exceeds = improvement is not None and abs(improvement) >= threshold_pct
     indicated: Verdict | None = None
     if improvement is not None:
         indicated = ("improved" if improvement > 0 else "regressed") if exceeds else "unchanged"
-    verdict: Verdict = indicated if (exceeds and significant and indicated) else "unchanged"
-
-    if b.size and c.size:
-        if p is None:
-            reasons.append("fewer than 2 values on a side: no significance test")
-        elif floor is not None and floor >= alpha:
-            reasons.append(f"n too small for significance: min possible p={floor:.3g} >= alpha={alpha:g}")
-        if exceeds and not significant:
-            reasons.append(f"{indicated} by {abs(improvement or 0):.2f}% but not significant")
-        elif significant and not exceeds:
+    if t is None:
+        verdict: Verdict = NOT_TESTABLE
+        if b.size and c.size and positive:
+            reasons.append(f"not testable (n={b.size} vs {c.size}): a test needs 2 values a side")
+    elif exceeds and significant and indicated:
+        verdict = indicated
+    else:
+        verdict = "unchanged"
+        if exceeds:
+            reasons.append(f"{indicated} by {abs(improvement or 0):.2f}% but not significant (q={q:.3g})")
+        elif significant:
             reasons.append(f"significant but below the {threshold_pct:g}% threshold")
 
     return RegressionResult(
@@ -198,21 +207,23 @@ def _compare(
         baseline_median=mb,
         contender_median=mc,
         change_pct=finite_or_none(change),
-        change_ci_low=lo,
-        change_ci_high=hi,
+        change_ci_low=finite_or_none(lo),
+        change_ci_high=finite_or_none(hi),
         improvement_pct=finite_or_none(improvement),
-        improvement_ci_low=imp_lo,
-        improvement_ci_high=imp_hi,
-        p_value=p,
-        min_possible_p=floor,
+        improvement_ci_low=finite_or_none(imp_lo),
+        improvement_ci_high=finite_or_none(imp_hi),
+        p_value=None if t is None else t.p_value,
+        q_value=q,
+        testable=t is not None,
         significant=significant,
         exceeds_threshold=exceeds,
-        conclusive=conclusive,
         indicated=indicated,
         verdict=verdict,
         threshold_pct=threshold_pct,
         alpha=alpha,
-        test=TEST_NAME,
+        test=TEST_NAME if t is None else t.method,
+        interval_method=INTERVAL_METHOD,
+        adjustment=method,
         confidence=confidence,
         reasons=tuple(reasons),
     )
@@ -220,7 +231,7 @@ def _compare(
 
 @dataclass(frozen=True)
 class LookbackResult:
-    """z-score of a new release median against the medians of the last ``k`` releases."""
+    """A new release median against the medians of the last ``k`` releases (prediction interval)."""
 
     metric: str | None
     direction: Direction
@@ -229,11 +240,50 @@ class LookbackResult:
     n_history: int  # history points actually used (<= k)
     history_mean: float | None
     history_std: float | None  # ddof=1
-    z: float | None  # raw (new - mean) / std
-    oriented_z: float | None  # > 0 is better
-    z_threshold: float
-    verdict: Verdict | None  # None when z is undefined
+    change_pct: float | None  # raw: (new / history mean - 1) * 100
+    improvement_pct: float | None  # oriented: > 0 is better
+    t: float | None  # raw (new - mean) / (std sqrt(1 + 1/K)); None when no verdict can be given
+    oriented_t: float | None  # > 0 is better
+    critical: float | None  # |t| above this is p < alpha (t with K-1 df)
+    p_value: float | None
+    q_value: float | None  # adjusted across the batch
+    alpha: float
+    min_history: int
+    threshold_pct: float
+    method: str
+    adjustment: str
+    verdict: Verdict | None  # None when the lookback does not speak (too little history)
     reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LookbackRequest:
+    """One lookback check: the new median and the history medians (oldest first)."""
+
+    new_median: float
+    history_medians: Sequence[float]
+    metric: str | None = None
+    unit: str | None = None
+
+
+def lookback_many(
+    requests: Sequence[LookbackRequest],
+    k: int = 5,
+    *,
+    alpha: float = 0.05,
+    min_history: int = 4,
+    threshold_pct: float = 3.0,
+    adjust: bool = True,
+) -> list[LookbackResult]:
+    """:func:`lookback` of many checks, their p-values adjusted as one family when ``adjust``."""
+    parts = [_lookback_stats(r, k, min_history) for r in requests]
+    raw = [p[-1] for p in parts]
+    adjusted = bh_adjust(raw) if adjust else raw
+    method = BH_METHOD if adjust else "none"
+    return [
+        _lookback_result(r, part, q, k, alpha, min_history, threshold_pct, method)
+        for r, part, q in zip(requests, parts, adjusted, strict=True)
+    ]
 
 
 def lookback(
@@ -243,42 +293,100 @@ def lookback(
     *,
     metric: str | None = None,
     unit: str | None = None,
-    z_threshold: float = 2.0,
+    alpha: float = 0.05,
+    min_history: int = 4,
+    threshold_pct: float = 3.0,
 ) -> LookbackResult:
     """Compare a new median with the last ``k`` release medians (``history_medians`` oldest first).
 
-    Order matters here by design: the last ``k`` entries are the most recent releases.
-    z is None with fewer than 2 history points or a zero standard deviation.
+    Order matters here by design: the last ``k`` entries are the most recent releases. No verdict
+    (None) with fewer than ``min_history`` of them; improved/regressed needs p < alpha AND a change
+    of at least ``threshold_pct`` against the history mean.
     """
-    direction: Direction = describe_metric(metric, unit).direction if metric else "higher"
-    used = [float(x) for x in history_medians][-k:] if k > 0 else []
-    reasons: list[str] = []
-    mean = std = z = oz = None
-    verdict: Verdict | None = None
+    return lookback_many(
+        [LookbackRequest(new_median, history_medians, metric, unit)],
+        k,
+        alpha=alpha,
+        min_history=min_history,
+        threshold_pct=threshold_pct,
+        adjust=False,
+    )[0]
+
+
+_Stats = tuple[Direction, list[float], float | None, float | None, float | None, float | None]
+
+
+def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
+    """(direction, used, mean, std, t, p); t and p None when the lookback does not speak."""
+    direction: Direction = describe_metric(r.metric, r.unit).direction if r.metric else "higher"
+    used = [float(x) for x in r.history_medians][-k:] if k > 0 else []
+    mean = std = t = p = None
     if used:
         mean = math.fsum(used) / len(used)
-    if len(used) < 2:
-        reasons.append("fewer than 2 history points")
-    else:
+    if len(used) >= 2:
         # Sample std in plain floats (statistics.stdev is exact but slow: one call per cell and metric).
         std = math.sqrt(math.fsum((x - mean) ** 2 for x in used) / (len(used) - 1))
-        if std == 0:
-            reasons.append("history has zero spread")
+    if std is not None and mean is not None and len(used) >= max(2, min_history):
+        diff = float(r.new_median) - mean
+        if std > 0:
+            t = diff / (std * math.sqrt(1.0 + 1.0 / len(used)))
+            p = float(2.0 * stats.t.sf(abs(t), len(used) - 1))
         else:
-            z = (float(new_median) - mean) / std
-            oz = z if direction == "higher" else -z
-            verdict = ("improved" if oz > 0 else "regressed") if abs(oz) > z_threshold else "unchanged"
+            # A history without spread (deterministic metric): any difference is outside it.
+            t = math.copysign(math.inf, diff) if diff else 0.0
+            p = 0.0 if diff else 1.0
+    return direction, used, mean, std, t, p
+
+
+def _lookback_result(
+    r: LookbackRequest,
+    part: _Stats,
+    q: float | None,
+    k: int,
+    alpha: float,
+    min_history: int,
+    threshold_pct: float,
+    method: str,
+) -> LookbackResult:
+    direction, used, mean, std, t, p = part
+    reasons: list[str] = []
+    sign = 1.0 if direction == "higher" else -1.0
+    change = None
+    if mean is not None and mean != 0:
+        change = (float(r.new_median) - mean) / abs(mean) * 100.0
+    improvement = None if change is None else sign * change
+    verdict: Verdict | None = None
+    ot = None if t is None else sign * t
+    if len(used) < max(2, min_history):
+        reasons.append(f"{len(used)} history releases: the lookback needs {max(2, min_history)}")
+    elif t is not None and improvement is not None:
+        exceeds = abs(improvement) >= threshold_pct
+        if exceeds and q is not None and q < alpha:
+            verdict = "improved" if improvement > 0 else "regressed"
+        else:
+            verdict = "unchanged"
+            if exceeds:
+                reasons.append(f"{improvement:+.2f}% vs the history mean, within its prediction interval")
     return LookbackResult(
-        metric=metric,
+        metric=r.metric,
         direction=direction,
-        new_median=float(new_median),
+        new_median=float(r.new_median),
         k=k,
         n_history=len(used),
         history_mean=finite_or_none(mean),
         history_std=finite_or_none(std),
-        z=finite_or_none(z),
-        oriented_z=finite_or_none(oz),
-        z_threshold=z_threshold,
+        change_pct=finite_or_none(change),
+        improvement_pct=finite_or_none(improvement),
+        t=finite_or_none(t),
+        oriented_t=finite_or_none(ot),
+        critical=t_critical(1.0 - alpha, len(used) - 1) if len(used) >= 2 else None,
+        p_value=p,
+        q_value=q,
+        alpha=alpha,
+        min_history=min_history,
+        threshold_pct=threshold_pct,
+        method=LOOKBACK_METHOD,
+        adjustment=method,
         verdict=verdict,
         reasons=tuple(reasons),
     )

@@ -1,4 +1,5 @@
-"""Ablation figures: speed-up bars per workload, contribution waterfall, speed-up heatmap."""
+"""Ablation figures: speed-up bars per workload, contribution waterfall, speed-up heatmap, and the
+factor effects of a factorial design."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from ablate.backend.analysis.ablation import LadderAnalysis
+from ablate.backend.analysis.factorial import FactorialAnalysis
 from ablate.backend.charts._common import has_data, speedup_of, variant_order
 from ablate.backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
@@ -26,7 +28,7 @@ def ablation_bars(
     cluster: str | None = None,
     colors: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Metric normalised to Base for every variant, grouped by workload, with bootstrap CI bars.
+    """Metric normalised to Base for every variant, grouped by workload, with Welch t interval bars.
 
     ``ladders`` maps workload -> ladder analysis (same metric for all). One trace per variant.
     """
@@ -132,6 +134,8 @@ def contribution_waterfall(
         new_level = 100.0 * r if r is not None else level
         delta = new_level - level
         share = f", {pct(v.share * 100, signed=False)} of the gain" if v.share is not None else ""
+        if v.skipped:
+            share += f"; step across missing {', '.join(v.skipped)}"
         step = v.step.ratio if v.step else None
         traces.append(
             {
@@ -213,3 +217,100 @@ def speedup_heatmap(
         "yaxis": {"title": {"text": "Workload"}, "type": "category", "autorange": "reversed"},
     }
     return build_figure([heatmap], title, layout=layout, legend=False)
+
+
+def _effect_label(factors: tuple[str, ...]) -> str:
+    return factors[0] if len(factors) == 1 else " \u00d7 ".join(factors)
+
+
+def _bounds(trace: dict) -> list[float]:
+    """Interval ends of a trace from its error bars (x + plus, x - minus)."""
+    err = trace.get("error_x") or {}
+    out = []
+    for x, plus, minus in zip(trace["x"], err.get("array") or [], err.get("arrayminus") or [], strict=False):
+        if x is not None and plus is not None:
+            out.append(x + plus)
+        if x is not None and minus is not None:
+            out.append(x - minus)
+    return out
+
+
+def factorial_effects(
+    analyses: Mapping[str, FactorialAnalysis],
+    *,
+    release: str | None = None,
+    cluster: str | None = None,
+    colors: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """Main effects and two-way interactions of a factorial design with their intervals.
+
+    ``analyses`` maps workload -> factorial analysis (same metric). One trace per workload: a
+    marker per effect (x: the effect as a factor, > 1 better; interactions at full size) with its
+    t interval as error bars, effects listed top to bottom, and the no-effect line at 1x.
+    """
+    first = next(iter(analyses.values()), None)
+    label = describe_metric(first.metric, first.unit).label if first else "Throughput"
+    title = chart_title(f"{label}: factor effects", release=release, cluster=cluster)
+    usable = {w: fa for w, fa in analyses.items() if fa.main_effects}
+    if not usable:
+        return empty_figure(title, "no effects: the design is incomplete")
+    names: list[str] = []
+    for fa in usable.values():
+        for e in (*fa.main_effects, *fa.interactions):
+            if _effect_label(e.factors) not in names:
+                names.append(_effect_label(e.factors))
+    colors = dict(colors) if colors else variant_colors(usable)
+    traces = []
+    for workload, fa in usable.items():
+        effects = {_effect_label(e.factors): e for e in (*fa.main_effects, *fa.interactions)}
+        xs = [effects[n].factor if n in effects else None for n in names]
+        lows = [effects[n].ci_low if n in effects else None for n in names]
+        highs = [effects[n].ci_high if n in effects else None for n in names]
+        hover = []
+        for n in names:
+            e = effects.get(n)
+            if e is None:
+                hover.append(f"{workload}: {n} not estimated")
+                continue
+            kind = "main effect" if len(e.factors) == 1 else "interaction"
+            value = f"{ratio_ci(e.factor, e.ci_low, e.ci_high)}, p={pvalue(e.p_value)}"
+            hover.append(f"{workload}<br>{n} ({kind}): {value}")
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "orientation": "h",  # the categories are on y: group the workloads along it
+                "name": workload,
+                "x": xs,
+                "y": names,
+                "error_x": asymmetric_error(xs, lows, highs),
+                "marker": {"color": color_for(workload, colors), "size": 10},
+                "hovertext": hover,
+                "hoverinfo": "text",
+            }
+        )
+    parity = {
+        "type": "line",
+        "yref": "y domain",
+        "y0": 0,
+        "y1": 1,
+        "xref": "x",
+        "x0": 1.0,
+        "x1": 1.0,
+        "line": {"color": "#999999", "width": 1, "dash": "dot"},
+    }
+    # Grouped scatter autoranges like bars (from 0): fit the effects, their intervals and the 1x line.
+    ends = [1.0] + [v for t in traces for v in (*t["x"], *_bounds(t)) if isinstance(v, int | float)]
+    pad = (max(ends) - min(ends)) * 0.08 or 0.05
+    layout = {
+        "shapes": [parity],
+        # Workloads side by side within each effect's row, not drawn over each other.
+        "scattermode": "group",
+        "scattergap": 0.4,
+        "xaxis": {
+            "title": {"text": f"{label} effect (\u00d7, >1 is better)"},
+            "range": [min(ends) - pad, max(ends) + pad],
+        },
+        "yaxis": {"type": "category", "autorange": "reversed", "title": {"text": "Factor / interaction"}},
+    }
+    return build_figure(traces, title, layout=layout)

@@ -21,7 +21,7 @@ def memory_bars(
     cluster: str | None = None,
     colors: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Median peak memory per variant, grouped by workload, with bootstrap CI of the median.
+    """Median peak memory per variant, grouped by workload, with the t interval (log scale) of the median.
 
     ``ladders`` maps workload -> ladder analysis of a memory metric (e.g. peak_memory_gib).
     """

@@ -18,6 +18,7 @@ from ablate.backend.db.models import Study
 from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.errors import AblateError
 from ablate.backend.reports import default_filename, render
+from ablate.backend.schemas.studies import RECOMMENDED_REPEATS, few_repeats_warning
 from ablate.backend.server import BackgroundServer, bind_socket, start_background_server
 from ablate.backend.services import demo as demo_service
 from ablate.backend.services import studies
@@ -90,7 +91,7 @@ def demo(
         True, "--serve/--no-serve", help="Keep serving the dashboard after the report."
     ),
     repeats: int | None = typer.Option(
-        None, min=1, max=10, help="Repeats per variant (default: the plan's 3)."
+        None, min=1, max=10, help="Repeats per variant (default: the plan's 5; fewer gets a warning)."
     ),
     host: str | None = typer.Option(None, help="Bind address (default: ABLATE_HOST)."),
     port: int | None = typer.Option(None, help="Port (default: ABLATE_PORT; a free one if it is taken)."),
@@ -101,9 +102,12 @@ def demo(
     console.print(f"[bold]Ablate demo[/] · {demo_service.python_summary()}")
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)
+    if repeats is not None and repeats < RECOMMENDED_REPEATS:
+        console.print(f"[yellow]warning:[/] {few_repeats_warning(repeats)}")
     with database.transaction() as session:
         study = demo_service.create_demo_study(session, repeats=repeats)
         study_id, release_ref, n_runs = study.id, study.release.ref, len(study.runs)
+    load_before = demo_service.host_load()
     console.print(f"release [bold]{release_ref}[/], study {study_id}: {n_runs} runs on the local CPUs")
 
     from ablate.backend.api.app import create_app
@@ -131,6 +135,15 @@ def demo(
         comparison = build_release_comparison(
             session, release_ref, options=ComparisonOptions.from_settings(cfg)
         )
+    load_after = demo_service.host_load()
+    # The busier end of the measurement is the one that can have spoiled it.
+    loads = [x for x in (load_before, load_after) if x is not None]
+    load = max(loads) if loads else None
+    notes = demo_service.trust_notes(comparison, load)
+    if notes:
+        console.print("[yellow bold]these numbers are not trustworthy:[/]")
+        for note in notes:
+            console.print(f"  [yellow]- {note}[/]", soft_wrap=True, highlight=False)
     path = output or cfg.data_dir / "reports" / default_filename(comparison, "html")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(comparison, "html"), encoding="utf-8")

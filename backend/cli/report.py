@@ -27,7 +27,7 @@ def report(
         False, "--timestamp", help="Stamp the body with the time (off: reproducible)."
     ),
     threshold_pct: float | None = typer.Option(None, "--threshold", help="Verdict threshold in percent."),
-    lookback: int | None = typer.Option(None, "--lookback", help="Releases in the lookback z-score."),
+    lookback: int | None = typer.Option(None, "--lookback", help="Releases the lookback uses (K)."),
     metric: list[str] | None = typer.Option(None, "--metric", help="Metric to analyse (repeatable)."),
     url: str | None = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL)."),
 ) -> None:

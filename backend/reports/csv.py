@@ -5,8 +5,12 @@ ones too with an empty value), ``summary`` (one row per cluster, workload, varia
 metric: median, interval, speed-up over Base), ``factorial_effect`` (only for a full-factorial
 release: one row per cluster, workload, metric and main effect or two-way interaction, the factor
 name(s) in ``variant`` joined by " x ", ``effect`` main or interaction, the effect as ``speedup``
-with its interval, p-value and ``n`` runs) and ``release_delta`` (change against the baseline
-release with its verdict). Columns that do not apply to a section are empty.
+with its interval, p-value and ``n`` runs) and ``release_delta`` (change of geometric means
+against the baseline release with its verdict: improved, regressed, unchanged or not testable).
+``p_value`` is the raw p, ``q_value`` the Benjamini-Hochberg adjusted one the verdict reads, and
+``method`` names the test. Summary rows name the step's reference rung (``step_reference``,
+``step_skipped`` for rungs it spans) and the share's interval. Columns that do not apply to a
+section are empty.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import csv
 import io
 from collections.abc import Iterable
 
+from ablate.backend.analysis.ablation import speedup_of
 from ablate.backend.services.comparison import ReleaseComparison
 
 COLUMNS: tuple[str, ...] = (
@@ -39,14 +44,23 @@ COLUMNS: tuple[str, ...] = (
     "speedup_ci_low",
     "speedup_ci_high",
     "p_value",
+    "q_value",
+    "method",
+    "step",
+    "step_reference",
+    "step_skipped",
     "share",
+    "share_ci_low",
+    "share_ci_high",
     "baseline_release",
     "baseline_median",
     "change_pct",
     "change_ci_low",
     "change_ci_high",
     "verdict",
-    "lookback_z",
+    "lookback_improvement_pct",
+    "lookback_t",
+    "lookback_verdict",
     "notes",
 )
 
@@ -90,8 +104,8 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
         lad = e.analysis
         for v in lad.variants:
             s = v.summary
-            base = v.variant == lad.baseline and s.n > 0
             vs = v.vs_baseline
+            speedup, speedup_low, speedup_high = speedup_of(lad, v)
             yield {
                 "section": "summary",
                 "release": c.release.ref,
@@ -105,11 +119,18 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                 "ci_low": s.ci_low,
                 "ci_high": s.ci_high,
                 "cv": s.cv,
-                "speedup": 1.0 if base else (vs.ratio if vs else None),
-                "speedup_ci_low": vs.ci_low if vs else None,
-                "speedup_ci_high": vs.ci_high if vs else None,
+                "speedup": speedup,
+                "speedup_ci_low": speedup_low,
+                "speedup_ci_high": speedup_high,
                 "p_value": vs.p_value if vs else None,
+                "q_value": vs.q_value if vs else None,
+                "method": vs.test if vs else None,
+                "step": v.step.ratio if v.step else None,
+                "step_reference": v.previous_variant,
+                "step_skipped": " | ".join(v.skipped) or None,
                 "share": v.share,
+                "share_ci_low": v.share_ci_low,
+                "share_ci_high": v.share_ci_high,
                 "notes": "; ".join(dict.fromkeys((*s.reasons, *v.reasons))),
             }
     for f in c.factorials:
@@ -130,6 +151,7 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                     "speedup_ci_low": e.ci_low,
                     "speedup_ci_high": e.ci_high,
                     "p_value": e.p_value,
+                    "method": e.method or None,
                     "notes": "; ".join(fa.reasons),
                 }
     for d in c.deltas:
@@ -145,13 +167,17 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
             "n": r.n_contender if r else None,
             "median": r.contender_median if r else None,
             "p_value": r.p_value if r else None,
+            "q_value": r.q_value if r else None,
+            "method": r.test if r else None,
             "baseline_release": c.baseline.ref if c.baseline else None,
             "baseline_median": r.baseline_median if r else None,
             "change_pct": r.change_pct if r else None,
             "change_ci_low": r.change_ci_low if r else None,
             "change_ci_high": r.change_ci_high if r else None,
             "verdict": d.verdict or d.status,
-            "lookback_z": d.lookback.z if d.lookback else None,
+            "lookback_improvement_pct": d.lookback.improvement_pct if d.lookback else None,
+            "lookback_t": d.lookback.oriented_t if d.lookback else None,
+            "lookback_verdict": d.lookback.verdict if d.lookback else None,
             "notes": "; ".join(r.reasons) if r else "",
         }
 

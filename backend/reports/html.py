@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from ablate.backend import charts
 from ablate.backend.analysis.stats import Summary
+from ablate.backend.charts.ablation import factorial_effects
 from ablate.backend.reports import tables as t
 from ablate.backend.services.comparison import ReleaseComparison
 
@@ -64,7 +65,7 @@ def _trend_points(
     """variant -> release -> Summary of medians: the lookback releases, then this release.
 
     The history carries medians only (no raw values), so the trend has no interval bars; this
-    keeps the report from bootstrapping every earlier release again.
+    keeps the report from loading every earlier release's runs again.
     """
     ladder = c.ladder_map(cluster, metric).get(workload)
     points: dict[str, dict[str, Summary]] = {}
@@ -102,9 +103,15 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
             if prim:
                 fig = charts.throughput_vs_memory(prim, mem, **where, colors=colors)
                 items.append(_chart(f"{p}-tput-mem", fig))
+        if c.factorial_design is not None and c.primary_metric:
+            # A factorial's waterfall would credit each factor with its position in the order: the
+            # effects chart says what each is worth on its own (as on the dashboard).
+            effects = c.factorial_map(cluster.name, c.primary_metric)
+            items.append(_chart(f"{p}-factorial", factorial_effects(effects, **where)))
         for wi, (workload, ladder) in enumerate(prim.items()):
-            fig = charts.contribution_waterfall(ladder, **where, workload=workload, colors=colors)
-            items.append(_chart(f"{p}-w{wi}-waterfall", fig))
+            if c.factorial_design is None:
+                fig = charts.contribution_waterfall(ladder, **where, workload=workload, colors=colors)
+                items.append(_chart(f"{p}-w{wi}-waterfall", fig))
             if c.lookback_releases and c.primary_metric:
                 fig = charts.release_trend(
                     _trend_points(c, cluster.name, workload, c.primary_metric),
@@ -126,6 +133,7 @@ def render_html(c: ReleaseComparison, *, generated_at: datetime | None = None) -
         c=c,
         overview=t.overview(c),
         regressions=t.regression_table(c),
+        not_testable=t.not_testable_table(c) if c.not_testable else None,
         ablation=t.ablation_tables(c),
         factorial=t.factorial_tables(c),
         deltas=t.delta_tables(c),

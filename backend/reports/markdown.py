@@ -37,6 +37,8 @@ def render_markdown(c: ReleaseComparison, *, generated_at: datetime | None = Non
     parts.append(table_md(t.overview(c)))
     parts.append(_bullets("What is missing", c.missing))
     parts.append(table_md(t.regression_table(c)))
+    if c.not_testable:
+        parts.append(table_md(t.not_testable_table(c)))
     parts += [table_md(x) for x in t.ablation_tables(c)]
     factorial = t.factorial_tables(c)
     if factorial:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
-from ablate.backend.domain.formatting import MEDIAN_DIGITS, interval, num, pct, pvalue, ratio
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, speedup_of
+from ablate.backend.domain.formatting import MEDIAN_DIGITS, interval, num, pct, pvalue, qvalue, ratio
 from ablate.backend.domain.formatting import MISSING as NA
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison import ReleaseComparison, ReleaseDelta, RunSetComparison
@@ -36,12 +36,34 @@ def anchor(*parts: str) -> str:
 
 
 def _speedup(ladder: LadderAnalysis, v: VariantResult) -> tuple[str, str, str]:
-    if v.variant == ladder.baseline and v.summary.n:
-        return ratio(1.0), NA, NA
+    sp, lo, hi = speedup_of(ladder, v)
     c = v.vs_baseline
-    if c is None:
-        return NA, NA, NA
-    return ratio(c.ratio), interval(c.ci_low, c.ci_high, "ratio"), pvalue(c.p_value)
+    pq = NA if c is None or v.variant == ladder.baseline else _p_and_q(c.p_value, c.q_value)
+    return ratio(sp), interval(lo, hi, "ratio"), pq
+
+
+def _p_and_q(p: float | None, q: float | None) -> str:
+    """Raw p and the Benjamini-Hochberg q the verdict reads, e.g. "0.012 / 0.048"."""
+    return NA if p is None else f"{pvalue(p)} / {qvalue(q)}"
+
+
+def _step(v: VariantResult) -> str:
+    """The step's ratio and the rung it is measured against, naming any rung it spans."""
+    if v.step is None:
+        return NA
+    text = f"{ratio(v.step.ratio)} vs {v.previous_variant}"
+    if v.skipped:
+        text += f" (across missing {', '.join(v.skipped)})"
+    return text
+
+
+def _share(v: VariantResult) -> str:
+    if v.share is None:
+        return NA
+    text = pct(v.share * 100, signed=False)
+    if v.share_ci_low is not None and v.share_ci_high is not None:
+        text += f" [{v.share_ci_low * 100:.0f}%, {v.share_ci_high * 100:.0f}%]"
+    return text
 
 
 def _notes(*groups: tuple[str, ...]) -> str:
@@ -72,7 +94,7 @@ def overview(c: ReleaseComparison) -> Table:
             (
                 f"Verdicts ({m})",
                 f"{vc['regressed']} regressed, {vc['improved']} improved, {vc['unchanged']} unchanged, "
-                f"{vc['not compared']} not compared",
+                f"{vc['not testable']} not testable, {vc['not compared']} not compared",
             )
         )
     return Table("overview", "Overview", ("Item", "Value"), tuple(rows))
@@ -100,8 +122,8 @@ def ablation_tables(c: ReleaseComparison) -> list[Table]:
                             sp,
                             sp_ci,
                             p,
-                            ratio(v.step.ratio) if v.step else NA,
-                            NA if v.share is None else pct(v.share * 100, signed=False),
+                            _step(v),
+                            _share(v),
                             _notes(
                                 s.reasons if s.n else (),
                                 v.reasons,
@@ -122,14 +144,16 @@ def ablation_tables(c: ReleaseComparison) -> list[Table]:
                         "CV %",
                         f"vs {c.baseline_variant or 'Base'}",
                         "CI",
-                        "p",
-                        "Step",
-                        "Share of gain",
+                        "p / q",
+                        "Step (vs reference rung)",
+                        "Share of gain [≥95% interval]",
                         "Notes",
                     ),
                     tuple(rows),
                     note=f"{'higher' if mdef.direction == 'higher' else 'lower'} is better; "
-                    "ratios > 1 are always better (oriented)" + _factorial_hint(c),
+                    "ratios > 1 are always better (oriented); ratios of geometric means with Welch t "
+                    "intervals; q: Benjamini-Hochberg across the release; shares only when the total "
+                    "gain's interval excludes no gain" + _factorial_hint(c),
                 )
             )
     return tables
@@ -204,9 +228,10 @@ def factorial_tables(c: ReleaseComparison) -> list[Table]:
                     note=(
                         f"{design.label}{background}; "
                         "main effect: ratio of geometric means with the factor on vs off, averaged over "
-                        "the other factors; interaction (Yates): > 1 when the pair does better together "
-                        "than their separate effects multiply to; oriented, > 1 is better; t interval and "
-                        "t-test on the log scale, pooled within-cell variance; n: runs in the design"
+                        "the other factors; interaction at full size: how much more (> 1) or less the "
+                        "first factor gains with the second on than off; oriented, > 1 is better; t "
+                        "interval and t-test on the log scale, Welch-Satterthwaite standard error per "
+                        "contrast; n: runs in the design"
                     ),
                 )
             )
@@ -223,14 +248,34 @@ def _delta_row(d: ReleaseDelta, with_lookback: bool = True) -> tuple[str, ...]:
         num(r.contender_median, MEDIAN_DIGITS) if r else NA,
         pct(r.change_pct) if r else NA,
         interval(r.change_ci_low, r.change_ci_high, "pct") if r else NA,
-        pvalue(r.p_value) if r else NA,
-        d.verdict or d.status,
+        _p_and_q(r.p_value, r.q_value) if r else NA,
+        verdict_text(d),
     ]
     if with_lookback:
-        z = d.lookback.oriented_z if d.lookback else None
-        row.append(NA if z is None else f"{z:+.2f} (n={d.lookback.n_history})")
+        row.append(lookback_text(d))
     row.append(_notes(r.reasons if r else (), d.lookback.reasons if d.lookback else ()))
     return tuple(row)
+
+
+def verdict_text(d: ReleaseDelta) -> str:
+    """The verdict, with the sizes when no test could be made ("not testable (n=1 vs 3)")."""
+    r = d.result
+    if r is None:
+        return d.status
+    if r.verdict == "not testable":
+        return f"not testable (n={r.n_baseline} vs {r.n_contender})"
+    return r.verdict
+
+
+def lookback_text(d: ReleaseDelta) -> str:
+    """E.g. "-4.10% vs mean of 5, t=-3.2 (regressed)"; the reason when it does not speak."""
+    lb = d.lookback
+    if lb is None:
+        return NA
+    if lb.verdict is None:
+        return f"no verdict ({lb.n_history} releases)"
+    t = NA if lb.oriented_t is None else f"{lb.oriented_t:+.2f}"
+    return f"{pct(lb.improvement_pct)} vs mean of {lb.n_history}, t={t} ({lb.verdict})"
 
 
 def _delta_header(unit: str, with_lookback: bool = True) -> tuple[str, ...]:
@@ -242,11 +287,11 @@ def _delta_header(unit: str, with_lookback: bool = True) -> tuple[str, ...]:
         f"Median ({unit})" if unit else "Median",
         "Change",
         "CI",
-        "p",
+        "p / q",
         "Verdict",
     ]
     if with_lookback:
-        head.append("Lookback z (>0 better)")
+        head.append("Lookback (> 0 better)")
     head.append("Notes")
     return tuple(head)
 
@@ -266,7 +311,9 @@ def delta_tables(c: ReleaseComparison | RunSetComparison) -> list[Table]:
                 f"{label}: {what}",
                 _delta_header(unit, lb),
                 rows,
-                note=f"verdict needs |change| ≥ {c.method.threshold_pct:g}% and p < {c.method.alpha:g}",
+                note=f"change of geometric means; verdict needs |change| ≥ {c.method.threshold_pct:g}% and "
+                f"q < {c.method.alpha:g} (Welch t on log values, Benjamini-Hochberg across the comparison); "
+                "not testable: fewer than 2 repeats on a side, no verdict",
             )
         )
     return tables
@@ -279,7 +326,37 @@ def regression_table(c: ReleaseComparison) -> Table:
         if d.verdict == "regressed"
     )
     head = ("Metric", *_delta_header("", True)[:9], "Suspects (manifest changes)")
-    return Table("regressions", "Regressions and suspects", head, rows)
+    untestable = len(c.not_testable)
+    note = (
+        f"{untestable} cell/metric pairs were not testable and are not counted as unchanged: see Not testable"
+        if untestable
+        else ""
+    )
+    return Table("regressions", "Regressions and suspects", head, rows, note=note)
+
+
+def not_testable_table(c: ReleaseComparison | RunSetComparison) -> Table:
+    """Cells compared without enough repeats for any test: listed, never reported as unchanged."""
+    rows = tuple(
+        (
+            d.cluster,
+            d.workload,
+            d.variant,
+            d.metric,
+            str(d.result.n_baseline),
+            str(d.result.n_contender),
+            pct(d.result.change_pct),
+        )
+        for d in c.deltas
+        if d.result is not None and d.result.verdict == "not testable"
+    )
+    return Table(
+        "not-testable",
+        "Not testable",
+        ("Cluster", "Workload", "Variant", "Metric", "n baseline", "n this release", "Change"),
+        rows,
+        note="a test needs at least 2 repeats on each side; these cells have no verdict",
+    )
 
 
 def manifest_table(c: ReleaseComparison | RunSetComparison) -> Table:
@@ -332,14 +409,24 @@ def method_table(c: ReleaseComparison | RunSetComparison) -> Table:
     m = c.method
     rows = (
         ("Runs used", m.runs_used),
-        ("Interval", f"{m.confidence:.0%} {m.interval}, {m.n_resamples} resamples, seed {m.seed}"),
+        ("Two-sample interval", f"{m.confidence:.0%} {m.interval}"),
+        ("Per-variant interval", f"{m.confidence:.0%} {m.summary_interval}"),
         ("Significance test", f"{m.test}, alpha {m.alpha:g}"),
-        ("Verdict threshold", f"|change of medians| ≥ {m.threshold_pct:g}% and p < {m.alpha:g}"),
+        ("Multiple comparisons", f"{m.adjustment}; every verdict keeps its raw p and its q"),
+        ("Verdict threshold", f"|change of geometric means| ≥ {m.threshold_pct:g}% and q < {m.alpha:g}"),
+        ("Not testable", m.not_testable),
         (
             "Lookback",
-            f"z-score of the new median against the last {m.lookback} releases, |z| > {m.z_threshold:g}",
+            f"{m.lookback_method}; the last {m.lookback} releases, at least {m.lookback_min_history}, "
+            f"|change| ≥ {m.threshold_pct:g}% and q < {m.alpha:g}",
         ),
-        ("Noisy", f"n < {m.min_n} or coefficient of variation > {m.noisy_cv:.0%}"),
-        ("Schema version", c.schema_version),
+        (
+            "Noisy",
+            f"n < {m.min_n} or the {m.confidence:.0%} {m.noisy} above {m.noisy_cv:.0%}",
+        ),
+        ("Share of gain", f"≥{m.confidence:.0%} {m.share_interval}, {m.n_resamples} draws, seed {m.seed}"),
     )
+    if isinstance(c, ReleaseComparison) and c.factorial_design is not None:
+        rows += (("Factorial effect intervals", f"{m.confidence:.0%} {m.factorial_interval}"),)
+    rows += (("Schema version", c.schema_version),)
     return Table("method", "Method", ("Item", "Value"), rows)

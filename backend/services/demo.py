@@ -1,12 +1,13 @@
 """`ablate demo`: a real ablation study of a tiny llama-style model on this machine's CPUs.
 
 The study is the 2x2 factorial plan of ``examples/plans/cpu-factorial-tiny.yaml`` (Base,
-+CompilerOpt, +CkptOpt, +CompilerOpt+CkptOpt, 3 repeats). Each demo gets a release of its own
++CompilerOpt, +CkptOpt, +CompilerOpt+CkptOpt, 5 repeats). Each demo gets a release of its own
 (``ablate-demo:0.1``, ``0.2``, ...), so a second demo compares itself against the first.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from importlib import metadata
@@ -23,6 +24,7 @@ from ablate.backend.errors import AblateError
 from ablate.backend.schemas.catalog import ReleaseCreate
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog, studies
+from ablate.backend.services.comparison import ReleaseComparison
 
 EXAMPLES_DIR = Path(ablate.examples.__file__).resolve().parent
 RELEASE_FILE = EXAMPLES_DIR / "demo" / "release.yaml"
@@ -92,3 +94,47 @@ def python_summary() -> str:
             "(on this kind of machine: pip install torch==2.13.0 first)"
         )
     return f"Python {platform.python_version()} on {sys.platform}, torch {torch}"
+
+
+def host_load() -> tuple[float, int] | None:
+    """(1-minute load average, CPU count) of this machine; None where the OS does not say."""
+    try:
+        return os.getloadavg()[0], os.cpu_count() or 1
+    except (AttributeError, OSError):
+        return None
+
+
+def trust_notes(comparison: ReleaseComparison, load: tuple[float, int] | None = None) -> list[str]:
+    """Why the demo's numbers should not be trusted, if they should not; empty when nothing is wrong.
+
+    The demo measures on whatever machine runs it: other work on it spreads the repeats (on a busy
+    2-core box they spread 25-69% and an identical rerun differed by +136%).
+    """
+    notes: list[str] = []
+    if load is not None and load[0] > load[1]:
+        notes.append(f"measured while the host was busy: load {load[0]:.1f} on {load[1]} CPUs")
+    # What the runners recorded around each run (workers/runners/hostload.py).
+    busy = [m for m in comparison.missing if "measured while the host was busy" in m]
+    notes.extend(busy)
+    rungs = [
+        (e.workload, v)
+        for e in comparison.ladders
+        if e.metric == comparison.primary_metric
+        for v in e.analysis.variants
+        if v.summary.n
+    ]
+    noisy = [(w, v) for w, v in rungs if v.summary.noisy]
+    if noisy:
+        worst = max((v.summary.cv or 0.0) for _, v in noisy)
+        notes.append(
+            f"{len(noisy)} of {len(rungs)} variants are noisy (measured CV up to {worst:.1%}, upper "
+            f"bound above {comparison.method.noisy_cv:.0%}): differences smaller than the spread mean nothing"
+        )
+    few = sorted({v.summary.n for _, v in rungs if v.summary.n < 5})
+    if few:
+        sizes = ", ".join(map(str, few))
+        notes.append(f"only {sizes} repeats per variant: 5 are needed for the stated power")
+    untestable = len(comparison.not_testable)
+    if untestable:
+        notes.append(f"{untestable} release-over-release comparisons are not testable (fewer than 2 repeats)")
+    return notes

@@ -35,30 +35,46 @@ def test_multiplicative_model_recovered_exactly():
     # A: mean of log with A on minus off; B's multiplier cancels, half the interaction remains.
     assert eff[("A",)].factor == pytest.approx(1.2 * math.sqrt(1.1))
     assert eff[("B",)].factor == pytest.approx(1.5 * math.sqrt(1.1))
-    assert eff[("A", "B")].factor == pytest.approx(math.sqrt(1.1))
+    # Full size: A gains 10% more with B on than off (Yates' convention would print sqrt(1.1)).
+    assert eff[("A", "B")].factor == pytest.approx(1.1)
 
 
-def test_effects_and_t_intervals_recomputed_by_hand():
+def _welch(weights, y):
+    """(se, Satterthwaite df) of sum w_i mean_i with each cell's own variance."""
+    parts = [w * w * v.var(ddof=1) / v.size for w, v in zip(weights, y, strict=True)]
+    df = sum(parts) ** 2 / sum(p * p / (v.size - 1) for p, v in zip(parts, y, strict=True))
+    return math.sqrt(sum(parts)), df
+
+
+def test_effects_and_welch_intervals_recomputed_by_hand():
     cells = [
         ("Base", [100.0, 103.0, 98.0]),
-        ("A", [118.0, 121.0, 119.5]),
+        ("A", [118.0, 121.0, 119.5, 120.2, 118.8]),
         ("B", [131.0, 128.0, 135.0]),
-        ("A+B", [160.0, 158.0, 166.0]),
+        ("A+B", [160.0, 158.0, 166.0, 161.0]),
     ]
     r = analyze_factorial(cells, "throughput_tokens_per_s", confidence=0.9)
-    y = {k: np.log(v) for k, v in cells}
-    m = {k: v.mean() for k, v in y.items()}
+    y = [np.log(v) for _, v in cells]
+    m = dict(zip(["Base", "A", "B", "A+B"], (v.mean() for v in y), strict=True))
     a = ((m["A"] + m["A+B"]) - (m["Base"] + m["B"])) / 2
-    ab = ((m["A+B"] + m["Base"]) - (m["A"] + m["B"])) / 2
-    s2 = sum(((v - v.mean()) ** 2).sum() for v in y.values()) / 8
-    se = math.sqrt(s2 * 4 * (0.5**2) / 3)
-    t = stats.t.ppf(0.95, 8)
+    ab = (m["A+B"] - m["B"]) - (m["A"] - m["Base"])  # full size
+    se_a, df_a = _welch([-0.5, 0.5, -0.5, 0.5], y)
+    se_ab, df_ab = _welch([1.0, -1.0, -1.0, 1.0], y)
     ea, eab = r.main_effects[0], r.interactions[0]
     assert ea.log_effect == pytest.approx(a) and eab.log_effect == pytest.approx(ab)
-    assert ea.se == pytest.approx(se)
-    assert (ea.ci_low, ea.ci_high) == pytest.approx((math.exp(a - t * se), math.exp(a + t * se)))
-    assert ea.p_value == pytest.approx(2 * stats.t.sf(abs(a) / se, 8))
+    assert (ea.se, ea.df, eab.se, eab.df) == pytest.approx((se_a, df_a, se_ab, df_ab))
+    t = stats.t.ppf(0.95, df_a)
+    assert (ea.ci_low, ea.ci_high) == pytest.approx((math.exp(a - t * se_a), math.exp(a + t * se_a)))
+    assert ea.p_value == pytest.approx(2 * stats.t.sf(abs(a) / se_a, df_a))
+    assert ea.method.startswith("t-interval, welch-satterthwaite")
     assert_no_nan(r)
+
+
+def test_a_cell_with_one_run_falls_back_to_the_pooled_variance():
+    cells = [(k, v if k != "B" else v[:1]) for k, v in cells_2x2()]
+    r = analyze_factorial(cells, "throughput_tokens_per_s")
+    e = r.main_effects[0]
+    assert e.method.startswith("t-interval, pooled") and e.df == r.df == 6 and e.ci_low is not None
 
 
 def test_lower_is_better_orientation():

@@ -1,22 +1,30 @@
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from ablate.backend.analysis.regression import compare_releases, lookback
+from ablate.backend.analysis.regression import (
+    LookbackRequest,
+    ReleasePair,
+    compare_releases,
+    compare_releases_many,
+    lookback,
+    lookback_many,
+)
+from ablate.backend.analysis.stats import BH_METHOD, bh_adjust
 
-from .helpers import N_RESAMPLES, assert_no_nan, scipy_ci
+from .helpers import assert_no_nan
 
 
 def run(b, c, metric="throughput_tokens_per_s", **kw):
-    kw.setdefault("n_resamples", N_RESAMPLES)
     return compare_releases(b, c, metric, **kw)
 
 
-def pct(c, b, axis=-1):
-    mb = np.median(b, axis=axis)
-    return (np.median(c, axis=axis) - mb) / np.abs(mb) * 100
+def gm(x):
+    return math.exp(np.log(np.asarray(x, dtype=float)).mean())
 
 
 OLD = [1000.0, 1010.0, 995.0, 1004.0, 998.0]
@@ -24,15 +32,21 @@ NEW = [940.0, 951.0, 936.0, 944.0, 948.0]
 
 
 def test_regression_numbers_recomputed():
-    r = run(OLD, NEW, seed=5)
-    change = (np.median(NEW) - np.median(OLD)) / np.median(OLD) * 100
+    r = run(OLD, NEW)
+    change = (gm(NEW) / gm(OLD) - 1) * 100
+    ref = stats.ttest_ind(np.log(NEW), np.log(OLD), equal_var=False)
+    ci = ref.confidence_interval(0.95)
     assert r.change_pct == pytest.approx(change)
     assert r.improvement_pct == pytest.approx(change)
-    assert (r.change_ci_low, r.change_ci_high) == pytest.approx(scipy_ci([NEW, OLD], pct, seed=5))
-    assert r.p_value == pytest.approx(stats.mannwhitneyu(NEW, OLD, method="exact").pvalue)
+    assert (r.change_ci_low, r.change_ci_high) == pytest.approx(
+        (math.expm1(ci.low) * 100, math.expm1(ci.high) * 100)
+    )
+    assert r.p_value == pytest.approx(ref.pvalue) and r.q_value == r.p_value
+    assert (r.baseline_median, r.contender_median) == (np.median(OLD), np.median(NEW))
     assert r.verdict == "regressed" and r.indicated == "regressed"
-    assert r.significant and r.exceeds_threshold and r.conclusive
-    assert (r.threshold_pct, r.alpha, r.test) == (3.0, 0.05, "mann-whitney-u two-sided")
+    assert r.significant and r.exceeds_threshold and r.testable
+    assert (r.threshold_pct, r.alpha, r.test) == (3.0, 0.05, "welch-t on log values, two-sided")
+    assert r.adjustment == "none"
     assert_no_nan(r)
 
 
@@ -40,19 +54,23 @@ def test_improvement_for_lower_metric_is_oriented():
     old = [1.0, 1.01, 0.99, 1.02, 1.0]
     new = [0.9, 0.91, 0.89, 0.9, 0.92]
     r = run(old, new, "step_time_s")
-    assert r.change_pct == pytest.approx(-10.0)
-    assert r.improvement_pct == pytest.approx(10.0)
+    assert r.change_pct == pytest.approx((gm(new) / gm(old) - 1) * 100)
+    assert r.improvement_pct == pytest.approx(-r.change_pct)
     assert r.improvement_ci_low == pytest.approx(-r.change_ci_high)
     assert r.improvement_ci_high == pytest.approx(-r.change_ci_low)
     assert r.verdict == "improved"
 
 
-def test_n3_is_honestly_inconclusive():
-    r = run([100.0, 101.0, 99.0], [90.0, 91.0, 89.0])
-    assert r.verdict == "unchanged"
-    assert r.indicated == "regressed"
-    assert not r.conclusive and not r.significant and r.exceeds_threshold
-    assert any("n too small" in x for x in r.reasons)
+def test_n3_detects_a_20pct_drop():
+    # Mann-Whitney's floor (p >= 0.1 at 3 vs 3) used to make this "unchanged".
+    r = run([100.0, 101.0, 99.0], [80.0, 81.0, 79.0])
+    assert r.verdict == "regressed" and r.testable and r.p_value < 0.001
+
+
+def test_suspect_is_unchanged_with_a_reason():
+    r = run([100.0, 110.0, 90.0], [94.0, 104.0, 85.0])
+    assert r.verdict == "unchanged" and r.indicated == "regressed"
+    assert r.exceeds_threshold and not r.significant
     assert any("not significant" in x for x in r.reasons)
 
 
@@ -66,16 +84,32 @@ def test_below_threshold_is_unchanged_even_if_significant():
     assert r.verdict == "improved" and r.threshold_pct == 0.5
 
 
+def test_not_testable_is_never_unchanged():
+    r = run([100.0], [80.0])
+    assert r.verdict == "not testable" and not r.testable
+    assert r.change_pct == pytest.approx(-20.0) and r.p_value is None and r.q_value is None
+    assert "not testable (n=1 vs 1): a test needs 2 values a side" in r.reasons
+    assert_no_nan(r)
+    r = run([100.0, 101.0, 99.0], [101.0])
+    assert r.verdict == "not testable" and r.indicated == "unchanged"
+
+
 def test_edge_cases():
     r = run([], [1.0, 2.0])
-    assert r.change_pct is None and r.verdict == "unchanged" and r.indicated is None
-    assert_no_nan(r)
-    r = run([100.0], [80.0])
-    assert r.change_pct == pytest.approx(-20.0) and r.p_value is None and r.verdict == "unchanged"
+    assert r.change_pct is None and r.verdict == "not testable" and r.indicated is None
     assert_no_nan(r)
     r = run([5.0, 5.0, 5.0], [5.0, 5.0, 5.0])
     assert r.change_pct == 0.0 and (r.change_ci_low, r.change_ci_high) == (0.0, 0.0) and r.p_value == 1.0
+    assert r.verdict == "unchanged"
+    r = run([0.0, 1.0], [1.0, 2.0])
+    assert r.verdict == "not testable" and any("non-positive" in x for x in r.reasons)
     assert_no_nan(r)
+
+
+def test_two_values_a_side_say_what_they_assume():
+    r = run([100.0, 101.0], [90.0, 91.0, 90.5])
+    assert r.test.startswith("student-t (pooled variance)")
+    assert any("assumes both sides share one noise level" in x for x in r.reasons)
 
 
 @settings(max_examples=50, deadline=None)
@@ -103,48 +137,104 @@ def test_scale_and_order_invariant(old, new, k, data):
     b = run(
         data.draw(st.permutations([x * k for x in old])), data.draw(st.permutations([x * k for x in new]))
     )
-    assert b.verdict == a.verdict and b.p_value == pytest.approx(a.p_value)
+    assert b.verdict == a.verdict and b.p_value == pytest.approx(a.p_value, abs=1e-9)
     for f in ("change_pct", "change_ci_low", "change_ci_high"):
         assert getattr(b, f) == pytest.approx(getattr(a, f), rel=1e-6, abs=1e-9)
 
 
-def test_lookback_numbers():
-    hist = [90.0, 100.0, 101.0, 99.0, 100.0, 102.0, 103.0]
-    r = lookback(95.0, hist, k=5, metric="throughput_tokens_per_s")
-    used = np.array(hist[-5:])
-    z = (95.0 - used.mean()) / used.std(ddof=1)
-    assert r.n_history == 5 and r.z == pytest.approx(z) and r.oriented_z == pytest.approx(z)
-    assert r.history_mean == pytest.approx(used.mean())
-    assert r.verdict == "regressed"
-    assert lookback(101.5, hist, metric="throughput_tokens_per_s").verdict == "unchanged"
-    assert lookback(95.0, hist, metric="throughput_tokens_per_s", z_threshold=10).verdict == "unchanged"
-
-
-def test_lookback_oriented_for_lower_metrics():
-    r = lookback(0.8, [1.0, 1.01, 0.99, 1.0], metric="step_time_s")
-    assert r.z < 0 and r.oriented_z > 0 and r.verdict == "improved"
-
-
-def test_lookback_undefined():
-    r = lookback(1.0, [1.0])
-    assert r.z is None and r.verdict is None and r.n_history == 1
-    r = lookback(1.0, [])
-    assert r.z is None and r.history_mean is None
-    r = lookback(2.0, [1.0, 1.0, 1.0])
-    assert r.z is None and r.verdict is None and "zero spread" in r.reasons[0]
-    assert_no_nan(r)
-
-
-def test_many_release_checks_equal_one_at_a_time():
-    from ablate.backend.analysis.regression import ReleasePair, compare_releases_many
-
+def test_many_release_checks_are_one_bh_family():
     pairs = [
         ReleasePair(OLD, NEW, "throughput_tokens_per_s"),
         ReleasePair(NEW, OLD, "step_time_s"),
         ReleasePair([0.0, 0.0], [1.0, 2.0], "throughput_tokens_per_s"),
         ReleasePair([], [1.0, 2.0], "throughput_tokens_per_s"),
         ReleasePair([5.0], [5.0, 6.0, 7.0], "throughput_tokens_per_s"),
+        ReleasePair([100.0, 110.0, 90.0], [97.0, 107.0, 88.0], "throughput_tokens_per_s"),
     ]
-    batched = compare_releases_many(pairs, n_resamples=N_RESAMPLES, seed=1, threshold_pct=2.0)
-    for p, got in zip(pairs, batched, strict=True):
-        assert got == run(p.baseline, p.contender, p.metric, seed=1, threshold_pct=2.0)
+    batched = compare_releases_many(pairs, threshold_pct=2.0)
+    single = [run(p.baseline, p.contender, p.metric, threshold_pct=2.0) for p in pairs]
+    for got, one in zip(batched, single, strict=True):
+        assert (got.change_pct, got.change_ci_low, got.change_ci_high, got.p_value) == (
+            one.change_pct,
+            one.change_ci_low,
+            one.change_ci_high,
+            one.p_value,
+        )
+        assert got.adjustment == BH_METHOD
+    assert [g.q_value for g in batched] == bh_adjust([s.p_value for s in single])
+    assert [g.verdict for g in batched[2:5]] == ["not testable"] * 3
+
+
+def test_bh_keeps_a_real_regression_among_many_unchanged_cells():
+    rng = np.random.default_rng(11)
+
+    def draw():
+        return 100 * (1 + 0.02 * rng.standard_normal(5))
+
+    pairs = [ReleasePair(draw(), draw(), "mfu") for _ in range(50)]
+    pairs.append(ReleasePair(OLD, NEW, "throughput_tokens_per_s"))
+    res = compare_releases_many(pairs)
+    assert res[-1].verdict == "regressed" and res[-1].q_value >= res[-1].p_value
+    assert all(r.verdict in ("unchanged", "improved", "regressed") for r in res)
+
+
+# Lookback --------------------------------------------------------------------------------------
+
+
+def test_lookback_numbers():
+    hist = [90.0, 100.0, 101.0, 99.0, 100.0, 102.0, 103.0]
+    r = lookback(95.0, hist, k=5, metric="throughput_tokens_per_s")
+    used = np.array(hist[-5:])
+    t = (95.0 - used.mean()) / (used.std(ddof=1) * math.sqrt(1 + 1 / 5))
+    assert r.n_history == 5 and r.t == pytest.approx(t) and r.oriented_t == pytest.approx(t)
+    assert r.p_value == pytest.approx(2 * stats.t.sf(abs(t), 4))
+    assert r.critical == pytest.approx(stats.t.ppf(0.975, 4))
+    assert r.history_mean == pytest.approx(used.mean())
+    assert r.change_pct == pytest.approx((95.0 / used.mean() - 1) * 100)
+    assert r.verdict == "regressed"
+    assert lookback(101.5, hist, metric="throughput_tokens_per_s").verdict == "unchanged"
+    # Past the threshold but inside the prediction interval: unchanged, with a reason.
+    wide = lookback(95.0, [90.0, 110.0, 100.0, 95.0, 105.0], metric="throughput_tokens_per_s")
+    assert wide.verdict == "unchanged" and "prediction interval" in wide.reasons[0]
+
+
+def test_lookback_needs_the_minimum_effect():
+    hist = [100.0, 100.01, 99.99, 100.0, 100.02]
+    r = lookback(100.5, hist, metric="peak_memory_gib")  # +0.5%: far outside the spread, but small
+    assert r.p_value < 0.001 and r.verdict == "unchanged"
+    assert lookback(100.5, hist, metric="peak_memory_gib", threshold_pct=0.3).verdict == "regressed"
+
+
+def test_lookback_oriented_for_lower_metrics():
+    r = lookback(0.8, [1.0, 1.01, 0.99, 1.0], metric="step_time_s")
+    assert r.t < 0 and r.oriented_t > 0 and r.verdict == "improved"
+
+
+def test_lookback_needs_min_history():
+    r = lookback(50.0, [100.0, 101.0, 99.0], metric="throughput_tokens_per_s")
+    assert r.verdict is None and r.t is None and r.n_history == 3
+    assert r.reasons == ("3 history releases: the lookback needs 4",)
+    assert lookback(50.0, [100.0, 101.0, 99.0], min_history=3).verdict == "regressed"
+    r = lookback(1.0, [])
+    assert r.t is None and r.history_mean is None and r.verdict is None
+    assert_no_nan(r)
+
+
+def test_lookback_zero_spread_history():
+    r = lookback(2.0, [1.0, 1.0, 1.0, 1.0])
+    assert r.verdict == "improved" and r.p_value == 0.0 and r.t is None
+    assert lookback(1.0, [1.0, 1.0, 1.0, 1.0]).verdict == "unchanged"
+    assert_no_nan(r)
+
+
+def test_lookback_many_is_one_bh_family():
+    reqs = [
+        LookbackRequest(95.0, [100.0, 101.0, 99.0, 100.0, 102.0], "throughput_tokens_per_s"),
+        LookbackRequest(100.5, [100.0, 101.0, 99.0, 100.0, 102.0], "throughput_tokens_per_s"),
+        LookbackRequest(100.5, [100.0, 101.0], "throughput_tokens_per_s"),
+    ]
+    many = lookback_many(reqs)
+    single = [lookback(r.new_median, r.history_medians, metric=r.metric) for r in reqs]
+    assert [m.p_value for m in many] == [s.p_value for s in single]
+    assert [m.q_value for m in many] == bh_adjust([s.p_value for s in single])
+    assert many[2].p_value is None and many[2].verdict is None

@@ -9,25 +9,31 @@ from scipy import stats
 
 from ablate.backend.analysis.comparison import Pair, compare_many, compare_samples
 from ablate.backend.analysis.stats import (
-    bootstrap_median_cis,
-    mann_whitney_p,
-    min_possible_p,
+    BH_METHOD,
+    POOLED_LOG_TEST,
+    WELCH_LOG_TEST,
+    bh_adjust,
+    clean_values,
+    cv_upper_bound,
     summarize,
     summarize_many,
+    welch_log,
 )
 
-from .helpers import N_RESAMPLES, assert_no_nan, scipy_ci
+from .helpers import assert_no_nan
 
 values_st = st.lists(st.floats(1.0, 1e6, allow_nan=False), min_size=2, max_size=8)
 
 
-def _median(x, axis=-1):
-    return np.median(x, axis=axis)
+def log_t_ci(vals, confidence=0.95):
+    y = np.log(np.asarray(vals, dtype=float))
+    half = stats.t.ppf(0.5 + confidence / 2, y.size - 1) * y.std(ddof=1) / math.sqrt(y.size)
+    return math.exp(y.mean() - half), math.exp(y.mean() + half)
 
 
 def test_summary_numbers_match_numpy_and_scipy():
     vals = [103.0, 98.0, 100.0, 101.5, 97.0]
-    s = summarize(vals, n_resamples=N_RESAMPLES, seed=3)
+    s = summarize(vals)
     arr = np.array(vals)
     assert s.n == 5
     assert s.median == pytest.approx(np.median(arr))
@@ -35,19 +41,39 @@ def test_summary_numbers_match_numpy_and_scipy():
     assert s.std == pytest.approx(arr.std(ddof=1))
     assert s.cv == pytest.approx(arr.std(ddof=1) / arr.mean())
     assert (s.min, s.max) == (97.0, 103.0)
-    lo, hi = scipy_ci([vals], _median, seed=3)
-    assert (s.ci_low, s.ci_high) == pytest.approx((lo, hi))
+    assert (s.ci_low, s.ci_high) == pytest.approx(log_t_ci(vals))
     assert s.ci_low <= s.median <= s.ci_high
-    assert not s.noisy and s.reasons == ()
+    assert s.ci_method.startswith("t-interval on log values")
+    # CV 2.5% from 5 repeats: the 95% upper bound is 5.8%, so the sample cannot be called clean.
+    assert s.noisy and s.reasons == ("cv up to 5.8% (95% bound) > 5%",)
     assert isinstance(s.median, float) and not isinstance(s.median, np.floating)
 
 
-def test_noisy_flags():
-    assert summarize([1.0, 2.0], n_resamples=N_RESAMPLES).reasons == ("n<3", "cv>5%")
-    s = summarize([100.0, 150.0, 50.0], n_resamples=N_RESAMPLES)
-    assert s.noisy and s.reasons == ("cv>5%",)
-    s = summarize([100.0, 101.0, 102.0], noisy_cv=0.001, min_n=4, n_resamples=N_RESAMPLES)
-    assert s.reasons == ("n<4", "cv>0.1%")
+def test_cv_upper_bound_is_the_chi_square_bound():
+    vals = np.sort(np.array([100.0, 101.0, 99.0, 100.5, 99.5]))
+    sd = np.log(vals).std(ddof=1)
+    sigma = sd * math.sqrt(4 / stats.chi2.ppf(0.05, 4))
+    assert cv_upper_bound(vals) == pytest.approx(math.sqrt(math.expm1(sigma**2)))
+    assert cv_upper_bound(np.array([1.0])) is None
+    # Non-positive data: on the raw values.
+    raw = np.sort(np.array([-1.0, 2.0, 3.0]))
+    assert cv_upper_bound(raw) == pytest.approx(
+        raw.std(ddof=1) * math.sqrt(2 / stats.chi2.ppf(0.05, 2)) / abs(raw.mean())
+    )
+
+
+def test_noisy_flags_read_the_upper_bound_of_the_cv():
+    assert summarize([1.0, 2.0]).reasons[0] == "n<3"
+    s = summarize([100.0, 150.0, 50.0])
+    assert s.noisy and s.reasons[0].startswith("cv up to")
+    # A CV of 1% at n = 3 cannot rule out 5% (bound ~4.4x the estimate at n = 3)...
+    s3 = summarize([100.0, 101.5, 99.0])
+    assert s3.cv < 0.05 and s3.cv_upper > 0.05 and s3.noisy
+    # ...at 10 repeats it can.
+    s10 = summarize([100.0, 101.5, 99.0, 100.5, 99.5, 100.2, 101.0, 99.2, 100.7, 99.8])
+    assert not s10.noisy and s10.cv_upper < 0.05
+    s = summarize([100.0, 101.0, 102.0], noisy_cv=0.001, min_n=4)
+    assert s.reasons[0] == "n<4" and s.reasons[1].startswith("cv up to")
 
 
 def test_single_value():
@@ -68,14 +94,15 @@ def test_all_equal_values_degenerate_ci_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s = summarize([7.0, 7.0, 7.0, 7.0])
-    assert (s.ci_low, s.ci_high) == (7.0, 7.0)
+    assert (s.ci_low, s.ci_high) == pytest.approx((7.0, 7.0))
     assert s.std == 0.0 and s.cv == 0.0
     assert_no_nan(s)
 
 
 def test_zero_mean_has_no_cv():
-    s = summarize([-1.0, 0.0, 1.0], n_resamples=N_RESAMPLES)
-    assert s.cv is None
+    s = summarize([-1.0, 0.0, 1.0])
+    assert s.cv is None and s.cv_upper is None
+    assert s.ci_method.startswith("t-interval of the mean")
     assert_no_nan(s)
 
 
@@ -84,61 +111,89 @@ def test_non_finite_rejected():
         summarize([1.0, float("nan")])
 
 
-def test_deterministic():
-    a = summarize([1.0, 2.0, 3.5, 2.2], n_resamples=N_RESAMPLES)
-    b = summarize([1.0, 2.0, 3.5, 2.2], n_resamples=N_RESAMPLES)
-    assert a == b
-
-
 @settings(max_examples=50, deadline=None)
 @given(vals=values_st, data=st.data())
 def test_permutation_invariant(vals, data):
     perm = data.draw(st.permutations(vals))
-    assert summarize(vals, n_resamples=N_RESAMPLES) == summarize(perm, n_resamples=N_RESAMPLES)
+    assert summarize(vals) == summarize(perm)
 
 
 @settings(max_examples=50, deadline=None)
 @given(vals=values_st, k=st.floats(1e-3, 1e3))
 def test_scale_equivariant(vals, k):
-    a = summarize(vals, n_resamples=N_RESAMPLES)
-    b = summarize([v * k for v in vals], n_resamples=N_RESAMPLES)
+    a = summarize(vals)
+    b = summarize([v * k for v in vals])
     for f in ("median", "mean", "std", "min", "max", "ci_low", "ci_high"):
         assert getattr(b, f) == pytest.approx(getattr(a, f) * k, rel=1e-9, abs=1e-12 * max(vals) * k)
     assert b.cv == pytest.approx(a.cv, rel=1e-9, abs=1e-12)
+    assert b.cv_upper == pytest.approx(a.cv_upper, rel=1e-6, abs=1e-12)
     assert_no_nan(b)
 
 
-def test_min_possible_p():
-    assert min_possible_p(3, 3) == pytest.approx(0.1)
-    assert min_possible_p(4, 4) == pytest.approx(2 / 70)
-    assert min_possible_p(1, 1) == 1.0
-    assert min_possible_p(0, 3) is None
+# Welch's t on log values ----------------------------------------------------------------------
 
 
-def test_mann_whitney_matches_scipy_exact_without_ties():
-    x = np.array([1.0, 2.5, 3.0, 7.0])
-    y = np.array([4.0, 5.0, 6.0, 8.0, 9.0])
-    exact = stats.mannwhitneyu(x, y, alternative="two-sided", method="exact").pvalue
-    assert mann_whitney_p(x, y) == pytest.approx(exact)
+def test_welch_log_matches_scipy():
+    c = clean_values([105.0, 103.0, 107.5, 104.0])
+    r = clean_values([100.0, 101.0, 99.0, 100.5, 98.0])
+    w = welch_log(c, r)
+    ref = stats.ttest_ind(np.log(c), np.log(r), equal_var=False)
+    ci = ref.confidence_interval(0.95)
+    assert w.method == WELCH_LOG_TEST
+    assert w.log_ratio == pytest.approx(np.log(c).mean() - np.log(r).mean())
+    assert w.p_value == pytest.approx(ref.pvalue)
+    assert w.df == pytest.approx(ref.df)
+    assert (w.log_low, w.log_high) == pytest.approx((ci.low, ci.high))
 
 
-def test_mann_whitney_exact_with_ties_never_below_floor():
-    # scipy's normal approximation would say p~0.047 here; six runs cannot be that unlikely.
-    p = mann_whitney_p(np.array([1.0, 1.0, 1.0]), np.array([2.0, 2.0, 2.0]))
-    assert p == pytest.approx(0.1)
-    assert mann_whitney_p(np.array([1.0, 1.0]), np.array([1.0, 1.0])) == 1.0
-    assert mann_whitney_p(np.array([1.0]), np.array([2.0, 3.0])) is None
+def test_two_values_a_side_use_the_pooled_t():
+    c = clean_values([105.0, 103.0])
+    r = clean_values([100.0, 101.0, 99.0, 100.5, 98.0])
+    w = welch_log(c, r)
+    ref = stats.ttest_ind(np.log(c), np.log(r), equal_var=True)
+    ci = ref.confidence_interval(0.95)
+    assert w.method == POOLED_LOG_TEST and w.df == 5
+    assert w.p_value == pytest.approx(ref.pvalue)
+    assert (w.log_low, w.log_high) == pytest.approx((ci.low, ci.high))
 
 
-def test_mann_whitney_large_uses_asymptotic():
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(0, 1, 30), rng.normal(1, 1, 30)
-    expected = stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue
-    assert mann_whitney_p(x, y) == pytest.approx(expected)
-    assert not math.isnan(mann_whitney_p(x, y))
+def test_welch_log_not_testable_and_degenerate():
+    assert welch_log(clean_values([1.0]), clean_values([1.0, 2.0])) is None
+    assert welch_log(clean_values([0.0, 1.0]), clean_values([1.0, 2.0])) is None
+    same = welch_log(clean_values([5.0, 5.0, 5.0]), clean_values([5.0, 5.0, 5.0]))
+    assert same.p_value == 1.0 and same.log_low == same.log_high == 0.0
+    moved = welch_log(clean_values([6.0, 6.0, 6.0]), clean_values([5.0, 5.0, 5.0]))
+    assert moved.p_value == 0.0 and moved.log_low == moved.log_high == pytest.approx(math.log(1.2))
 
 
-# Batched analysis: the same numbers as one call at a time ------------------------------------------
+def test_three_repeats_a_side_can_be_significant():
+    # The exact Mann-Whitney test could never reach p < 0.05 here (its floor was 0.1).
+    c = compare_samples([80.0, 80.5, 79.5], [100.0, 101.0, 99.0], "higher")
+    assert c.testable and c.significant and c.p_value < 0.001
+    assert c.ci_high < 1.0 and c.ratio == pytest.approx(
+        math.exp(np.log([80, 80.5, 79.5]).mean()) / math.exp(np.log([100, 101, 99]).mean())
+    )
+
+
+# Benjamini-Hochberg ---------------------------------------------------------------------------
+
+
+def test_bh_matches_scipy_and_skips_none():
+    p = [0.01, None, 0.04, 0.03, 0.5]
+    q = bh_adjust(p)
+    ref = stats.false_discovery_control([0.01, 0.04, 0.03, 0.5])
+    assert q[1] is None
+    assert [q[0], q[2], q[3], q[4]] == pytest.approx(list(ref))
+    assert bh_adjust([]) == [] and bh_adjust([None]) == [None]
+    assert bh_adjust([0.02]) == [0.02]
+
+
+def test_bh_by_hand():
+    # Sorted p 0.01, 0.02, 0.03, 0.2 of m = 4: p * m / rank = 0.04, 0.04, 0.04, 0.2 (monotone).
+    assert bh_adjust([0.03, 0.2, 0.01, 0.02]) == pytest.approx([0.04, 0.2, 0.04, 0.04])
+
+
+# Batched analysis -----------------------------------------------------------------------------
 
 samples_st = st.lists(
     st.lists(st.floats(1.0, 1e4, allow_nan=False), min_size=0, max_size=7), min_size=1, max_size=6
@@ -148,18 +203,17 @@ samples_st = st.lists(
 @settings(max_examples=40, deadline=None)
 @given(samples=samples_st)
 def test_summarize_many_equals_one_at_a_time(samples):
-    batched = summarize_many(samples, n_resamples=N_RESAMPLES, seed=2)
-    assert batched == [summarize(s, n_resamples=N_RESAMPLES, seed=2) for s in samples]
+    assert summarize_many(samples) == [summarize(s) for s in samples]
 
 
 @settings(max_examples=40, deadline=None)
 @given(samples=samples_st, data=st.data())
-def test_compare_many_equals_one_at_a_time(samples, data):
+def test_compare_many_adjusts_the_batch_as_one_family(samples, data):
     pairs = [
         Pair(c, r, data.draw(st.sampled_from(["higher", "lower"])), f"c{i}", f"r{i}")
         for i, (c, r) in enumerate(zip(samples, reversed(samples), strict=True))
     ]
-    batched = compare_many(pairs, n_resamples=N_RESAMPLES)
+    batched = compare_many(pairs)
     single = [
         compare_samples(
             p.contender,
@@ -167,49 +221,18 @@ def test_compare_many_equals_one_at_a_time(samples, data):
             p.direction,
             contender_name=p.contender_name,
             reference_name=p.reference_name,
-            n_resamples=N_RESAMPLES,
         )
         for p in pairs
     ]
-    assert batched == single
-
-
-def test_batched_interval_is_scipys_on_the_values_whatever_the_batch():
-    """Each request's CI is scipy.stats.bootstrap run on that request's own values."""
-    rng = np.random.default_rng(4)
-    cells = [np.sort(rng.normal(100, 3, n)) for n in (5, 5, 4, 5, 6, 5)]
-    cis = bootstrap_median_cis([(c,) for c in cells], lambda m: m, n_resamples=N_RESAMPLES, seed=9)
-    for cell, ci in zip(cells, cis, strict=True):
-        assert ci == pytest.approx(scipy_ci([cell], _median, seed=9), rel=1e-12)
-    # The same cell among others or alone: identical bytes.
-    alone = bootstrap_median_cis([(cells[3],)], lambda m: m, n_resamples=N_RESAMPLES, seed=9)
-    assert alone[0] == cis[3]
-
-
-@settings(max_examples=80, deadline=None)
-@given(
-    x=st.lists(st.integers(0, 4), min_size=2, max_size=6),
-    y=st.lists(st.integers(0, 4), min_size=2, max_size=6),
-)
-def test_mann_whitney_with_ties_matches_scipy_exhaustive_permutation(x, y):
-    xa, ya = np.sort(np.array(x, float)), np.sort(np.array(y, float))
-    if np.unique(np.concatenate([xa, ya])).size == xa.size + ya.size:
-        ref = stats.mannwhitneyu(xa, ya, alternative="two-sided", method="exact").pvalue
-    else:
-        ref = stats.mannwhitneyu(
-            xa, ya, alternative="two-sided", method=stats.PermutationMethod(n_resamples=5000)
-        ).pvalue
-    assert mann_whitney_p(xa, ya) == pytest.approx(min(1.0, ref), abs=1e-12)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    x=st.lists(st.floats(0, 1e3, allow_nan=False), min_size=2, max_size=9, unique=True),
-    y=st.lists(st.floats(0, 1e3, allow_nan=False), min_size=2, max_size=9, unique=True),
-)
-def test_mann_whitney_without_ties_matches_scipy_exact(x, y):
-    if set(x) & set(y):
-        return
-    xa, ya = np.array(x), np.array(y)
-    ref = stats.mannwhitneyu(xa, ya, alternative="two-sided", method="exact").pvalue
-    assert mann_whitney_p(xa, ya) == pytest.approx(ref, abs=1e-12)
+    for b, s in zip(batched, single, strict=True):
+        assert (b.ratio, b.ci_low, b.ci_high, b.p_value, b.reasons) == (
+            s.ratio,
+            s.ci_low,
+            s.ci_high,
+            s.p_value,
+            s.reasons,
+        )
+        assert s.q_value == s.p_value and s.adjustment == "none"
+        assert b.adjustment == BH_METHOD
+        assert b.significant == (b.q_value is not None and b.q_value < 0.05)
+    assert [b.q_value for b in batched] == bh_adjust([s.p_value for s in single])

@@ -107,8 +107,8 @@ def test_throughput_vs_memory(tput, mem):
 def test_release_trend():
     rels = ["25.09", "25.10", "25.12"]
     points = {
-        "Base": {r: summarize([100.0 + i, 101.0 + i, 99.0 + i], n_resamples=N) for i, r in enumerate(rels)},
-        "AC2+ACCL+CompilerOpt+CkptOpt": {"25.12": summarize([140.0, 141.0], n_resamples=N), "26.01": None},
+        "Base": {r: summarize([100.0 + i, 101.0 + i, 99.0 + i]) for i, r in enumerate(rels)},
+        "AC2+ACCL+CompilerOpt+CkptOpt": {"25.12": summarize([140.0, 141.0]), "26.01": None},
     }
     fig = release_trend(points, releases=rels, metric="throughput_tokens_per_s", cluster=CLU, workload="w")
     assert len(fig.data) == 2

@@ -47,7 +47,7 @@ def test_demo_runs_a_real_study_writes_a_report_and_runs_again(tmp_path: Path) -
     database = Database.from_url(f"sqlite:///{tmp_path / 'ablate.sqlite'}")
     with database.read() as s:
         runs = list(s.scalars(select(Run)))
-        assert len(runs) == 12
+        assert len(runs) == 20  # 4 variants x 5 repeats
         assert {r.status for r in runs} == {"succeeded"}
         by_variant = {r.variant.name: r for r in runs}
         compiled, eager = by_variant["+CompilerOpt"], by_variant["Base"]

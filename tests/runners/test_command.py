@@ -52,6 +52,7 @@ def test_success_with_jsonl(make_spec: Callable[..., RunSpec]) -> None:
     assert [e[0] for e in events] == [1, 2, 3, 4, 5] and events[-1][1] == 5
     assert events[-1][2] == pytest.approx(2048.0)
     assert res.provenance["malformed_lines"] == "1"
+    assert res.provenance["host_busy"] in ("true", "false") and float(res.provenance["host_run_cpu_s"]) > 0
     assert "value of ABLATE_X: from-spec" in res.log_tail
     assert res.log_path and "booting" in Path(res.log_path).read_text()
     assert res.environment["ABLATE_X"] == "from-spec"

@@ -47,6 +47,7 @@ def test_eager_run_reports_every_metric_and_progress(make_spec: SpecFactory) -> 
     assert res.provenance["compile"] == "eager"
     assert res.provenance["activation_checkpointing"] == "0/2 layers"
     assert res.provenance["torch"] and res.provenance["host"]
+    assert res.provenance["host_busy"] in ("true", "false") and int(res.provenance["host_cpus"]) >= 1
     assert res.log_path and Path(res.log_path).is_file()
     assert "@@ablate-event" in res.log_tail
     assert res.environment["OMP_NUM_THREADS"] == "1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from datetime import date
 from types import SimpleNamespace
@@ -17,7 +18,7 @@ from ablate.backend.services.errors import NotFound
 from tests.reports import seed
 from tests.reports.seed import REL_2510, REL_2511, REL_2512, ReleaseSpec
 
-N = 499  # resamples: small so the suite stays fast; the method is the same at 9999
+N = 499  # share draws: small so the suite stays fast
 OPTS = svc.ComparisonOptions(n_resamples=N)
 TPUT = "throughput_tokens_per_s"
 MEM = "peak_memory_gib"
@@ -27,19 +28,18 @@ LAST = seed.VARIANTS[-1]
 REF = f"{seed.IMAGE}:25.12"
 
 
-def _ci(samples: tuple[list[float], ...], statistic) -> tuple[float, float]:
-    """The percentile bootstrap recomputed directly with scipy (sorted inputs, seed 0)."""
-    res = stats.bootstrap(
-        tuple(np.sort(np.asarray(s)) for s in samples),
-        statistic,
-        n_resamples=N,
-        vectorized=True,
-        paired=False,
-        confidence_level=0.95,
-        method="percentile",
-        rng=np.random.default_rng(0),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+def _welch(c: list[float], r: list[float]) -> tuple[float, float, float, float]:
+    """(log ratio of geometric means, CI low, CI high, p) recomputed with scipy's Welch t on logs."""
+    lc, lr = np.log(c), np.log(r)
+    res = stats.ttest_ind(lc, lr, equal_var=False)
+    ci = res.confidence_interval(0.95)
+    return float(lc.mean() - lr.mean()), float(ci.low), float(ci.high), float(res.pvalue)
+
+
+def _log_t(values: list[float]) -> tuple[float, float]:
+    y = np.log(values)
+    half = stats.t.ppf(0.975, y.size - 1) * y.std(ddof=1) / math.sqrt(y.size)
+    return math.exp(y.mean() - half), math.exp(y.mean() + half)
 
 
 @pytest.fixture
@@ -66,17 +66,16 @@ def test_ladder_matches_independent_recomputation(standard: Database) -> None:
         v = ladder.variant(name)
         assert v.summary.n == 5
         assert v.summary.median == pytest.approx(float(np.median(values)), rel=1e-12)
-        lo, hi = _ci((values,), lambda x, axis=-1: np.median(x, axis=axis))
-        assert (v.summary.ci_low, v.summary.ci_high) == pytest.approx((lo, hi), rel=1e-12)
+        assert (v.summary.ci_low, v.summary.ci_high) == pytest.approx(_log_t(values), rel=1e-12)
         if name == "Base":
             continue
-        ratio = np.median(values) / np.median(base)
-        assert v.vs_baseline.ratio == pytest.approx(ratio, rel=1e-12)
-        lo, hi = _ci((values, base), lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis))
-        assert (v.vs_baseline.ci_low, v.vs_baseline.ci_high) == pytest.approx((lo, hi), rel=1e-12)
-        # No ties between the samples: scipy's exact test is the reference.
-        p = stats.mannwhitneyu(values, base, alternative="two-sided", method="exact").pvalue
+        est, lo, hi, p = _welch(values, base)
+        assert v.vs_baseline.ratio == pytest.approx(math.exp(est), rel=1e-12)
+        assert (v.vs_baseline.ci_low, v.vs_baseline.ci_high) == pytest.approx(
+            (math.exp(lo), math.exp(hi)), rel=1e-9
+        )
         assert v.vs_baseline.p_value == pytest.approx(p, rel=1e-9)
+        assert v.vs_baseline.q_value >= v.vs_baseline.p_value
     # Shares of the log gain add up to 1 and the steps multiply back to the total.
     steps = [ladder.variant(n).step.ratio for n in seed.VARIANTS[1:]]
     assert np.prod(steps) == pytest.approx(ladder.total.ratio, rel=1e-12)
@@ -87,7 +86,7 @@ def test_memory_ladder_is_oriented_lower_is_better(standard: Database) -> None:
     ladder = _build(standard).ladder_map("h200-2x8", MEM)[LLAMA]
     base = [seed.memory(LLAMA, "Base", r) for r in range(5)]
     last = [seed.memory(LLAMA, LAST, r) for r in range(5)]
-    assert ladder.variant(LAST).vs_baseline.ratio == pytest.approx(np.median(base) / np.median(last))
+    assert ladder.variant(LAST).vs_baseline.ratio == pytest.approx(math.exp(-_welch(last, base)[0]))
     assert ladder.variant(LAST).vs_baseline.ratio > 1.4
 
 
@@ -98,28 +97,42 @@ def test_release_over_release_verdicts_and_lookback(standard: Database) -> None:
     reg = deltas[(LLAMA, LAST)]
     old = seed.expected_values(REL_2511, LLAMA, LAST)
     new = seed.expected_values(REL_2512, LLAMA, LAST)
-    change = (np.median(new) - np.median(old)) / np.median(old) * 100
-    assert reg.result.change_pct == pytest.approx(change) and change == pytest.approx(-8.0)
-    lo, hi = _ci(
-        (new, old), lambda x, y, axis=-1: (np.median(x, axis=axis) / np.median(y, axis=axis) - 1) * 100
+    est, lo, hi, p = _welch(new, old)
+    assert reg.result.change_pct == pytest.approx(math.expm1(est) * 100)
+    assert reg.result.change_pct == pytest.approx(-8.0, abs=0.1)
+    assert (reg.result.change_ci_low, reg.result.change_ci_high) == pytest.approx(
+        (math.expm1(lo) * 100, math.expm1(hi) * 100), rel=1e-9
     )
-    assert (reg.result.change_ci_low, reg.result.change_ci_high) == pytest.approx((lo, hi), rel=1e-9)
-    p = stats.mannwhitneyu(new, old, alternative="two-sided", method="exact").pvalue
     assert reg.result.p_value == pytest.approx(p) and p < 0.05
-    assert reg.verdict == "regressed"
+    # The release is one Benjamini-Hochberg family: q is the adjusted p over every compared pair.
+    from ablate.backend.analysis.stats import bh_adjust
+
+    compared = [d.result for d in c.deltas if d.result is not None]
+    assert [r.q_value for r in compared] == bh_adjust([r.p_value for r in compared])
+    assert reg.result.q_value < 0.05 and reg.verdict == "regressed"
     assert deltas[(QWEN, "Base+ACCL")].verdict == "improved"
     assert deltas[(LLAMA, "Base")].verdict == "unchanged"
     assert [d.variant for d in c.regressions] == [LAST]
-    assert c.verdict_counts(TPUT) == {"improved": 1, "regressed": 1, "unchanged": 8, "not compared": 0}
-    # Lookback: qwen Base was 1% higher in 25.11 than in 25.10, so its history has spread.
+    assert c.verdict_counts(TPUT) == {
+        "improved": 1,
+        "regressed": 1,
+        "unchanged": 8,
+        "not testable": 0,
+        "not compared": 0,
+    }
+    # Lookback: two earlier releases are fewer than the 4 it needs, so it does not speak.
     qb = deltas[(QWEN, "Base")]
     hist = [float(np.median(seed.expected_values(s, QWEN, "Base"))) for s in (REL_2510, REL_2511)]
     assert [p.median for p in qb.history] == pytest.approx(hist)
-    z = (np.median(seed.expected_values(REL_2512, QWEN, "Base")) - statistics.fmean(hist)) / statistics.stdev(
-        hist
-    )
-    assert qb.lookback.z == pytest.approx(z)
-    assert reg.lookback.z is None and "history has zero spread" in reg.lookback.reasons
+    assert qb.lookback.verdict is None
+    assert qb.lookback.reasons == ("2 history releases: the lookback needs 4",)
+    # With the minimum lowered it does: the prediction-interval t with K - 1 = 1 df.
+    few = _build(standard, options=svc.ComparisonOptions(n_resamples=N, lookback_min_history=2))
+    qb = next(d for d in few.deltas if (d.workload, d.variant, d.metric) == (QWEN, "Base", TPUT))
+    new = float(np.median(seed.expected_values(REL_2512, QWEN, "Base")))
+    t = (new - statistics.fmean(hist)) / (statistics.stdev(hist) * math.sqrt(1 + 1 / 2))
+    assert qb.lookback.t == pytest.approx(t) and qb.lookback.critical == pytest.approx(stats.t.ppf(0.975, 1))
+    assert few.method.lookback_min_history == 2
 
 
 def test_manifest_diff_lists_suspects(standard: Database) -> None:
@@ -173,7 +186,10 @@ def test_partial_release_says_what_is_missing(database: Database) -> None:
     assert cell.succeeded == 5 and cell.failed == 2
     assert [f.error for f in cell.not_succeeded] == ["NCCL timeout after 1800 s"] * 2
     one = next(d for d in c.deltas if (d.workload, d.variant, d.metric) == (LLAMA, LAST, TPUT))
-    assert one.result.p_value is None and one.verdict == "unchanged"
+    assert one.result.p_value is None and one.verdict == "not testable"
+    assert one in c.not_testable and c.verdict_counts(TPUT)["not testable"] == 1
+    # Both metrics of that cell:
+    assert "2 cell/metric pairs not testable (fewer than 2 repeats a side): no verdict" in c.missing
     dropped = next(d for d in c.deltas if (d.workload, d.variant, d.metric) == (QWEN, "AC2+ACCL", TPUT))
     assert dropped.status == "no data in this release"
 
@@ -260,11 +276,11 @@ def test_noisy_cv_setting_reaches_the_analysis(standard: Database, monkeypatch: 
     cv = float(np.std(values, ddof=1) / np.mean(values))
     assert 0.005 < cv < 0.05  # the seeded noise: about 0.8%
     lenient = _build(standard).ladder_map("h200-2x8", TPUT)[QWEN].variant("Base").summary
-    assert not lenient.noisy
+    assert not lenient.noisy and lenient.cv_upper < 0.05
     monkeypatch.setenv("ABLATE_NOISY_CV", "0.005")
     opts = svc.ComparisonOptions.from_settings(Settings(), n_resamples=N)
     assert opts.noisy_cv == 0.005
     c = _build(standard, options=opts)
     strict = c.ladder_map("h200-2x8", TPUT)[QWEN].variant("Base").summary
-    assert strict.noisy and strict.reasons == ("cv>0.5%",)
+    assert strict.noisy and strict.reasons[0].startswith("cv up to") and strict.reasons[0].endswith("> 0.5%")
     assert c.method.noisy_cv == 0.005

@@ -115,21 +115,22 @@ def test_main_effects_and_interaction_recomputed_with_numpy(factorial: Database,
         )
         compile_effect = ((m[a] + m[ab]) - (m[o] + m[b])) / 2
         ckpt_effect = ((m[b] + m[ab]) - (m[o] + m[a])) / 2
-        interaction = ((m[ab] + m[o]) - (m[a] + m[b])) / 2
+        interaction = (m[ab] - m[b]) - (m[a] - m[o])  # full size: compile's gain with ckpt on minus off
         eff = {e.factors: e for e in (*fa.main_effects, *fa.interactions)}
         assert eff[("compiler_opt",)].factor == pytest.approx(math.exp(compile_effect), rel=1e-12)
         assert eff[("ckpt_opt",)].factor == pytest.approx(math.exp(ckpt_effect), rel=1e-12)
         assert eff[("ckpt_opt", "compiler_opt")].factor == pytest.approx(math.exp(interaction), rel=1e-12)
-        # t interval from the pooled within-cell variance, df = 12 - 4
-        s2 = sum(((v - v.mean()) ** 2).sum() for v in logs.values()) / 8
-        se = math.sqrt(s2 * 4 * 0.5**2 / 3)
-        t = stats.t.ppf(0.975, 8)
+        # t interval with the Welch-Satterthwaite standard error of the contrast (weights +-1/2)
+        parts = [0.25 * v.var(ddof=1) / v.size for v in logs.values()]
+        se = math.sqrt(sum(parts))
+        df = sum(parts) ** 2 / sum(p * p / 2 for p in parts)
+        t = stats.t.ppf(0.975, df)
         e = eff[("compiler_opt",)]
-        assert e.se == pytest.approx(se, rel=1e-9)
+        assert e.se == pytest.approx(se, rel=1e-9) and e.df == pytest.approx(df, rel=1e-9)
         assert (e.ci_low, e.ci_high) == pytest.approx(
             (math.exp(compile_effect - t * se), math.exp(compile_effect + t * se)), rel=1e-9
         )
-        assert e.p_value == pytest.approx(2 * stats.t.sf(abs(compile_effect) / se, 8), rel=1e-9)
+        assert e.p_value == pytest.approx(2 * stats.t.sf(abs(compile_effect) / se, df), rel=1e-9)
     if metric == TPUT:
         tiny = {e.factors: e for e in c.factorial_map("cpu-local", TPUT)["torch-llm-tiny"].main_effects}
         assert tiny[("compiler_opt",)].factor > 1.2 and tiny[("ckpt_opt",)].factor < 0.95
@@ -145,6 +146,8 @@ def test_reports_show_the_factorial_section(factorial: Database) -> None:
     assert f"| {ratio(fa.main_effects[1].factor)} |" in row and "| main effect |" in row and "| 12 |" in row
     html = render(c, "html")
     assert 'id="factorial-effects"' in html and 'href="#factorial-effects"' in html
+    # The effects chart with intervals instead of a waterfall, which would credit positions.
+    assert 'id="c0-factorial"' in html and "-waterfall" not in html
     rows = [r for r in csv.DictReader(io.StringIO(render(c, "csv"))) if r["section"] == "factorial_effect"]
     assert len(rows) == 2 * 2 * 3  # workloads x metrics x (2 main effects + 1 interaction)
     got = {(r["workload"], r["metric"], r["variant"], r["effect"]): float(r["speedup"]) for r in rows}

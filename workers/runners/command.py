@@ -19,6 +19,7 @@ from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
 from ablate.backend.domain.states import FailureKind
 from ablate.workers.parsers import LogParser, get_parser
 from ablate.workers.parsers.summary import Context, summarize
+from ablate.workers.runners import hostload
 from ablate.workers.runners.process import ProcessGroup, describe_returncode, merged_env
 
 NAME = "command"
@@ -110,6 +111,7 @@ class CommandRunner:
         if spec.variant.get("image"):
             prov["image"] = str(spec.variant["image"])
         group = ProcessGroup()
+        host_start = hostload.sample(gpu=spec.accelerator.lower() == "gpu")
         t0 = time.monotonic()
         try:
             group.start(argv, env=merged_env(env_used), log_path=log_path, cwd=opts.get("cwd"))
@@ -130,6 +132,7 @@ class CommandRunner:
 
         out = group.wait(spec.timeout_s, on_line)[0]
         elapsed = time.monotonic() - t0
+        prov.update(hostload.provenance(host_start, hostload.sample(gpu=host_start.gpu_pids is not None)))
         parsed = parser.finish()
         prov["malformed_lines"] = str(parsed.malformed_lines)
         prov["step_records"] = str(len(parsed.steps))

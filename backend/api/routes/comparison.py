@@ -23,14 +23,14 @@ def _options(
     request: Request,
     threshold_pct: float | None = Query(None, gt=0, le=100, description="Verdict threshold in percent."),
     alpha: float | None = Query(None, gt=0, lt=1, description="Significance level."),
-    lookback: int | None = Query(None, ge=0, le=100, description="Releases in the lookback z-score."),
+    lookback: int | None = Query(None, ge=0, le=100, description="Releases the lookback uses (K)."),
     metric: list[str] | None = Query(
         None,
         max_length=50,
         description="Metrics to analyse (repeatable). Default: throughput and peak memory.",
     ),
-    seed: int | None = Query(None, ge=0, le=2**32 - 1, description="Bootstrap seed."),
-    n_resamples: int | None = Query(None, ge=99, le=99_999, description="Bootstrap resamples."),
+    seed: int | None = Query(None, ge=0, le=2**32 - 1, description="Share-interval seed."),
+    n_resamples: int | None = Query(None, ge=99, le=99_999, description="Share-interval draws."),
 ) -> svc.ComparisonOptions:
     return svc.ComparisonOptions.from_settings(
         request.app.state.settings,
@@ -55,7 +55,7 @@ def release_comparison(
     baseline: str | None = RefQuery,
     options: svc.ComparisonOptions = Depends(_options),
 ) -> Response:
-    """Ablation ladders, release-over-release verdicts, lookback z-scores, manifest diff and what is missing.
+    """Ablation ladders, release-over-release verdicts (p, BH q), lookbacks, manifest diff, what is missing.
 
     Unknown release: 404 problem+json. A partial release still answers, listing what is missing.
     """

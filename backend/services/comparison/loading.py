@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -19,12 +20,23 @@ from ablate.backend.services.comparison.model import DEFAULT_LADDER, MEMORY_METR
 Cell = tuple[str, str, str]  # cluster, workload, variant names
 
 
+class RunRow(NamedTuple):
+    """One run as the joined query loads it (ids, not catalog names)."""
+
+    release_id: int
+    cluster_id: int
+    workload_id: int
+    variant_id: int
+    repeat: int
+    status: str
+    failure_kind: str | None
+
+
 @dataclass
 class Rows:
     """Runs and metric values of several releases, as loaded by one joined query."""
 
-    # run id -> (release id, cluster id, workload id, variant id, repeat, status, failure kind)
-    runs: dict[int, tuple[int, int, int, int, int, str, str | None]] = field(default_factory=dict)
+    runs: dict[int, RunRow] = field(default_factory=dict)  # run id -> its row
     # run id -> metric -> (value, unit)
     metrics: dict[int, dict[str, tuple[float, str]]] = field(default_factory=lambda: defaultdict(dict))
 
@@ -51,7 +63,7 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
     # Core rows, not ORM entities: tens of thousands of tuples load several times faster.
     result = session.connection().execute(query).all()  # one bulk fetch, not a fetch per row
     for rid, rel, cl, wl, var, rep, status, kind, name, value, unit in result:
-        rows.runs[rid] = (rel, cl, wl, var, rep, status, kind)
+        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind)
         if name is not None:
             rows.metrics[rid][name] = (float(value), unit)
     return rows
@@ -85,9 +97,9 @@ class Catalog:
 
 
 def load_catalog(session: Session, rows: Rows, releases: Iterable[Release]) -> Catalog:
-    var_ids = {r[3] for r in rows.runs.values()}
-    wl_ids = {r[2] for r in rows.runs.values()}
-    cl_ids = {r[1] for r in rows.runs.values()}
+    var_ids = {r.variant_id for r in rows.runs.values()}
+    wl_ids = {r.workload_id for r in rows.runs.values()}
+    cl_ids = {r.cluster_id for r in rows.runs.values()}
     variants = session.scalars(select(Variant).where(Variant.id.in_(var_ids)))
     return Catalog(
         variants={v.id: v for v in variants},

@@ -7,17 +7,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.backend.analysis.ablation import LadderAnalysis
-from ablate.backend.analysis.factorial import FactorialAnalysis, FactorialDesign
+from ablate.backend.analysis.ablation import SHARE_INTERVAL_METHOD, LadderAnalysis
+from ablate.backend.analysis.factorial import WELCH_EFFECT_METHOD, FactorialAnalysis, FactorialDesign
 from ablate.backend.analysis.manifest import ManifestDiff
 from ablate.backend.analysis.regression import (
+    INTERVAL_METHOD,
+    LOOKBACK_METHOD,
     TEST_NAME,
+    LookbackRequest,
     LookbackResult,
     RegressionResult,
     ReleasePair,
     compare_releases_many,
+    lookback_many,
 )
-from ablate.backend.analysis.stats import DEFAULT_N_RESAMPLES
+from ablate.backend.analysis.stats import BH_METHOD, DEFAULT_N_RESAMPLES, NOISY_METHOD, SUMMARY_CI_METHOD
 from ablate.backend.services.comparison.jsontext import fields_of, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -34,7 +38,6 @@ BASE_VARIANT = "Base"
 # The first of each group that a release has is analysed; other metrics stay in the per-run export.
 PRIMARY_METRICS: tuple[str, ...] = ("throughput_tokens_per_s", "throughput_samples_per_s", "step_time_s")
 MEMORY_METRICS: tuple[str, ...] = ("peak_memory_gib", "peak_memory_reserved_gib")
-INTERVAL_METHOD = "percentile bootstrap of the median (ratio of medians for two samples)"
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class ComparisonOptions:
     n_resamples: int = DEFAULT_N_RESAMPLES
     seed: int = 0
     lookback: int = 5
-    z_threshold: float = 2.0
+    # The lookback speaks only with this many earlier releases (2-3 gave 22-42% false alarms).
+    lookback_min_history: int = 4
     noisy_cv: float = 0.05
     min_n: int = 3
     # None: the primary and memory metric the release has (see PRIMARY_METRICS, MEMORY_METRICS).
@@ -60,6 +64,7 @@ class ComparisonOptions:
             "threshold_pct": float(settings.regression_threshold) * 100.0,
             "alpha": float(settings.significance_alpha),
             "lookback": int(settings.lookback_releases),
+            "lookback_min_history": int(settings.lookback_min_history),
             "noisy_cv": float(settings.noisy_cv),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -75,20 +80,26 @@ class ComparisonOptions:
             alpha=self.alpha,
             threshold_pct=self.threshold_pct,
             lookback=self.lookback,
-            z_threshold=self.z_threshold,
+            lookback_min_history=self.lookback_min_history,
             noisy_cv=self.noisy_cv,
             min_n=self.min_n,
         )
 
     def compare(self, pairs: Sequence[ReleasePair]) -> list[RegressionResult]:
-        """Every baseline/contender check at once, with these settings: their bootstraps run batched."""
+        """Every baseline/contender check of one release (or run-set comparison) at once: one
+        Benjamini-Hochberg family."""
         return compare_releases_many(
-            pairs,
-            threshold_pct=self.threshold_pct,
+            pairs, threshold_pct=self.threshold_pct, alpha=self.alpha, confidence=self.confidence
+        )
+
+    def lookbacks(self, requests: Sequence[LookbackRequest]) -> list[LookbackResult]:
+        """Every lookback check of one release at once: one Benjamini-Hochberg family."""
+        return lookback_many(
+            requests,
+            self.lookback,
             alpha=self.alpha,
-            confidence=self.confidence,
-            n_resamples=self.n_resamples,
-            seed=self.seed,
+            min_history=self.lookback_min_history,
+            threshold_pct=self.threshold_pct,
         )
 
 
@@ -228,6 +239,8 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class MethodInfo:
+    """Every method a comparison used, named, with its settings (docs/statistics.md has the figures)."""
+
     interval: str
     confidence: float
     n_resamples: int
@@ -236,10 +249,17 @@ class MethodInfo:
     alpha: float
     threshold_pct: float
     lookback: int
-    z_threshold: float
+    lookback_min_history: int
     noisy_cv: float
     min_n: int
     runs_used: str = "succeeded runs only; one summary value per run and metric"
+    adjustment: str = BH_METHOD
+    lookback_method: str = LOOKBACK_METHOD
+    summary_interval: str = SUMMARY_CI_METHOD
+    noisy: str = NOISY_METHOD
+    share_interval: str = SHARE_INTERVAL_METHOD
+    factorial_interval: str = WELCH_EFFECT_METHOD
+    not_testable: str = "a side with fewer than 2 values: no test can reach significance, no verdict"
 
 
 @dataclass(frozen=True)
@@ -282,7 +302,7 @@ class ReleaseComparison:
         }
 
     def verdict_counts(self, metric: str | None = None) -> dict[str, int]:
-        counts = {"improved": 0, "regressed": 0, "unchanged": 0, "not compared": 0}
+        counts = {"improved": 0, "regressed": 0, "unchanged": 0, "not testable": 0, "not compared": 0}
         for d in self.deltas:
             if metric is None or d.metric == metric:
                 counts[d.verdict or "not compared"] += 1
@@ -291,6 +311,11 @@ class ReleaseComparison:
     @property
     def regressions(self) -> tuple[ReleaseDelta, ...]:
         return tuple(d for d in self.deltas if d.verdict == "regressed")
+
+    @property
+    def not_testable(self) -> tuple[ReleaseDelta, ...]:
+        """Compared cells whose repeats are too few for any test: never reported as unchanged."""
+        return tuple(d for d in self.deltas if d.verdict == "not testable")
 
     @property
     def suspects(self) -> tuple[str, ...]:

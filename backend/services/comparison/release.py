@@ -7,9 +7,9 @@ environments, and one per catalog table in use. Only succeeded runs enter the st
 other run is counted per cell and reported as missing.
 
 The analysis runs once per build, batched: every ladder of the release in one
-``analyze_ladders`` call and every release-over-release check in one ``compare_releases_many``
-call, so the bootstraps run in a handful of vectorised ``scipy.stats.bootstrap`` calls. Nothing is
-memoised: a build after new data costs the same as any other.
+``analyze_ladders`` call, every release-over-release check in one ``compare_releases_many`` call
+and every lookback in one ``lookback_many`` call, so each is one Benjamini-Hochberg family (the
+comparisons of one release). Nothing is memoised: a build after new data costs the same as any other.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -30,7 +31,7 @@ from ablate.backend.analysis.factorial import (
     factors_from_variant,
     find_factorial_design,
 )
-from ablate.backend.analysis.regression import LookbackResult, ReleasePair, lookback
+from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
 from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import catalog
@@ -38,6 +39,7 @@ from ablate.backend.services.comparison.loading import (
     Catalog,
     Cell,
     Rows,
+    RunRow,
     history_values,
     load_catalog,
     load_rows,
@@ -138,37 +140,57 @@ def build_release_comparison(
             Run.release_id == release.id
         )
     ).all()
-    return _assemble(release, baseline, source, history, rows, cat, env_rows, opts, by_release, metrics)
+    loaded = _Loaded(release, baseline, source, tuple(history), rows, cat, env_rows, by_release, metrics)
+    return _assemble(loaded, opts)
 
 
-def _assemble(
-    release: Release,
-    baseline: Release | None,
-    source: str,
-    history: Sequence[Release],
-    rows: Rows,
-    cat: Catalog,
-    env_rows: Sequence[Any],
-    opts: ComparisonOptions,
-    by_release: Mapping[int, Mapping[Cell, Mapping[str, list[float]]]],
-    metrics: tuple[str, ...],
-) -> ReleaseComparison:
+ValuesByRelease = Mapping[int, Mapping[Cell, Mapping[str, list[float]]]]
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What the queries of one build return: the input of :func:`_assemble`."""
+
+    release: Release
+    baseline: Release | None
+    source: str  # previous | explicit | none
+    history: tuple[Release, ...]  # lookback releases, oldest first
+    rows: Rows
+    cat: Catalog
+    env_rows: Sequence[Any]  # (run id, variant id, status, environment, provenance, error)
+    by_release: ValuesByRelease
+    metrics: tuple[str, ...]
+
+
+def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
+    release, baseline, source, history = loaded.release, loaded.baseline, loaded.source, loaded.history
+    rows, cat, env_rows, by_release, metrics = (
+        loaded.rows,
+        loaded.cat,
+        loaded.env_rows,
+        loaded.by_release,
+        loaded.metrics,
+    )
     missing: list[str] = []
-    current_runs = {rid: r for rid, r in rows.runs.items() if r[0] == release.id}
+    current_runs = {rid: r for rid, r in rows.runs.items() if r.release_id == release.id}
     values = by_release.get(release.id, {})
     units = metric_units(rows)
 
     # Grid of this release: what was run (in any state), in ladder order.
-    release_variants = sorted({cat.variants[r[3]] for r in current_runs.values()}, key=cat.variant_key)
+    release_variants = sorted(
+        {cat.variants[r.variant_id] for r in current_runs.values()}, key=cat.variant_key
+    )
     base = _baseline_variant(release_variants)
     by_name = {v.name: v for v in cat.variants.values()}
     variant_names = [v.name for v in release_variants]
     if base is not None and base not in variant_names:
         variant_names.insert(0, base)  # a ladder without its Base still shows the empty first rung
-    clusters = sorted({cat.clusters[r[1]] for r in current_runs.values()}, key=lambda c: c.name)
-    workloads = sorted({cat.workloads[r[2]] for r in current_runs.values()}, key=lambda w: w.name)
+    clusters = sorted({cat.clusters[r.cluster_id] for r in current_runs.values()}, key=lambda c: c.name)
+    workloads = sorted({cat.workloads[r.workload_id] for r in current_runs.values()}, key=lambda w: w.name)
     grid: dict[str, list[str]] = {
-        c.name: sorted({cat.workloads[r[2]].name for r in current_runs.values() if r[1] == c.id})
+        c.name: sorted(
+            {cat.workloads[r.workload_id].name for r in current_runs.values() if r.cluster_id == c.id}
+        )
         for c in clusters
     }
 
@@ -194,11 +216,18 @@ def _assemble(
         for m in metrics:
             if m not in by_metric:
                 missing.append(f"{cell[2]} on {cell[1]} ({cell[0]}): metric {m} not reported")
+    missing.extend(_busy_host_notes(current_runs, cat, env_rows))
 
     ladders = _ladders(values, grid, variant_names, base, metrics, units, opts)
     design = _factorial_design(release_variants)
     factorials = _factorials(values, grid, design, metrics, units, opts) if design else ()
-    deltas = _deltas(by_release, cat, release, baseline, history, metrics, units, opts, missing)
+    deltas, delta_notes = _deltas(by_release, cat, release, baseline, history, metrics, units, opts)
+    missing.extend(delta_notes)
+    untestable = [d for d in deltas if d.verdict == "not testable"]
+    if untestable:
+        missing.append(
+            f"{len(untestable)} cell/metric pairs not testable (fewer than 2 repeats a side): no verdict"
+        )
     diff = None
     if baseline is not None:
         diff = manifest_diff(baseline, release)
@@ -254,6 +283,27 @@ def _assemble(
     )
 
 
+def _busy_host_notes(current_runs: Mapping[int, RunRow], cat: Catalog, env_rows: Sequence[Any]) -> list[str]:
+    """Cells with succeeded runs that their runner recorded as measured on a busy host
+    (``host_busy`` in the run's provenance, workers/runners/hostload.py), with the first reason."""
+    busy: dict[Cell, list[str]] = defaultdict(list)
+    total: dict[Cell, int] = defaultdict(int)
+    for rid, _var, status, _env, prov, _err in env_rows:
+        row = current_runs.get(rid)
+        if status != RunStatus.succeeded or row is None:
+            continue
+        cell = cat.cell(row.cluster_id, row.workload_id, row.variant_id)
+        if cell is None:
+            continue
+        total[cell] += 1
+        if (prov or {}).get("host_busy") == "true":
+            busy[cell].append(str((prov or {}).get("host_busy_reason") or "measured while the host was busy"))
+    return [
+        f"{cell[2]} on {cell[1]} ({cell[0]}): {len(reasons)} of {total[cell]} runs {sorted(reasons)[0]}"
+        for cell, reasons in sorted(busy.items())
+    ]
+
+
 def _baseline_variant(release_variants: Sequence[Variant]) -> str | None:
     """The rung speed-ups are relative to.
 
@@ -284,7 +334,7 @@ def _variant_info(name: str, variant: Variant | None, by_variant: Mapping[int, l
 
 
 def _cells(
-    current_runs: Mapping[int, tuple],
+    current_runs: Mapping[int, RunRow],
     cat: Catalog,
     env_rows: Sequence[Any],
     grid: Mapping[str, list[str]],
@@ -343,7 +393,7 @@ def _ladders(
                 )
                 keys.append((cluster, workload, metric))
                 inputs.append(LadderInput(rungs, metric, unit, base))
-    # One batched analysis for the whole release: its bootstraps run in a few vectorised calls.
+    # One batched analysis for the whole release: its comparisons are one Benjamini-Hochberg family.
     analyses = analyze_ladders(
         inputs,
         alpha=opts.alpha,
@@ -390,8 +440,20 @@ def _factorials(
     return tuple(out)
 
 
+class _DeltaRow(NamedTuple):
+    """One cell and metric of the release deltas before the batched tests fill it in."""
+
+    cell: Cell
+    metric: str
+    unit: str
+    status: str
+    pair: int | None  # index into the release-over-release checks; None when not compared
+    look: int | None  # index into the lookback checks
+    history: tuple[HistoryPoint, ...]
+
+
 def _deltas(
-    by_release: Mapping[int, Mapping[Cell, Mapping[str, list[float]]]],
+    by_release: ValuesByRelease,
     cat: Catalog,
     release: Release,
     baseline: Release | None,
@@ -399,15 +461,18 @@ def _deltas(
     metrics: Sequence[str],
     units: Mapping[str, str],
     opts: ComparisonOptions,
-    missing: list[str],
-) -> tuple[ReleaseDelta, ...]:
+) -> tuple[tuple[ReleaseDelta, ...], list[str]]:
+    """(the deltas, notes on what is missing); the checks of the release run as one batch each, so
+    the Benjamini-Hochberg adjustment covers the whole release."""
+    notes: list[str] = []
     values = by_release.get(release.id, {})
     base_values = by_release.get(baseline.id, {}) if baseline else {}
     hist_values = [(r.ref, by_release.get(r.id, {})) for r in history]
     rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
     cells = sorted(set(values) | set(base_values), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2]))))
-    rows: list[tuple[Cell, str, str, str, int | None, LookbackResult | None, tuple[HistoryPoint, ...]]] = []
+    rows: list[_DeltaRow] = []
     pairs: list[ReleasePair] = []
+    looks: list[LookbackRequest] = []
     no_baseline_data = 0
     for cell in cells:
         for metric in metrics:
@@ -419,13 +484,13 @@ def _deltas(
                 for ref, hv in hist_values
                 if (v := hv.get(cell, {}).get(metric))
             )
-            result: int | None = None
-            look = None
+            pair: int | None = None
+            look: int | None = None
             if baseline is None:
                 status = "no baseline release"
             elif not new:
                 if cell not in values:
-                    missing.append(
+                    notes.append(
                         f"{cell[2]} on {cell[1]} ({cell[0]}): in {baseline.ref} but not in this release"
                     )
                 status = "no data in this release"
@@ -434,26 +499,32 @@ def _deltas(
                 no_baseline_data += 1
             else:
                 status = "compared"
-                result = len(pairs)
+                pair = len(pairs)
                 pairs.append(ReleasePair(old, new, metric, unit))
             if new and points:
-                look = lookback(
-                    float(statistics.median(new)),
-                    [p.median for p in points],
-                    opts.lookback,
-                    metric=metric,
-                    unit=unit,
-                    z_threshold=opts.z_threshold,
+                look = len(looks)
+                looks.append(
+                    LookbackRequest(float(statistics.median(new)), [p.median for p in points], metric, unit)
                 )
             if new or old:
-                rows.append((cell, metric, unit, status, result, look, points))
+                rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points))
     if baseline is not None and no_baseline_data:
-        missing.append(f"{no_baseline_data} cell/metric pairs have no succeeded runs in {baseline.ref}")
+        notes.append(f"{no_baseline_data} cell/metric pairs have no succeeded runs in {baseline.ref}")
     results = opts.compare(pairs)
-    return tuple(
-        ReleaseDelta(*cell, metric, unit, status, None if i is None else results[i], look, points)
-        for cell, metric, unit, status, i, look, points in rows
+    lookbacks = opts.lookbacks(looks)
+    deltas = tuple(
+        ReleaseDelta(
+            *r.cell,
+            r.metric,
+            r.unit,
+            r.status,
+            None if r.pair is None else results[r.pair],
+            None if r.look is None else lookbacks[r.look],
+            r.history,
+        )
+        for r in rows
     )
+    return deltas, notes
 
 
 def _run_records(rows: Rows, cat: Catalog, releases: Sequence[Release]) -> tuple[RunRecord, ...]:

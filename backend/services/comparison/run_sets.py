@@ -71,7 +71,7 @@ def compare_run_sets(
     unknown = sorted(set(ids) - set(rows.runs))
     if unknown:
         raise NotFound.at("runs", f"run(s) {', '.join(map(str, unknown[:20]))} do not exist")
-    release_ids = sorted({r[0] for r in rows.runs.values()})
+    release_ids = sorted({r.release_id for r in rows.runs.values()})
     releases = list(session.scalars(select(Release).where(Release.id.in_(release_ids))))
     cat = load_catalog(session, rows, releases)
     missing: list[str] = []
@@ -86,7 +86,7 @@ def compare_run_sets(
                 continue
             for name, (value, _u) in rows.metrics.get(rid, {}).items():
                 cells[cell][name].append(value)
-        refs = sorted({cat.releases[rows.runs[r][0]].ref for r in run_ids})
+        refs = sorted({cat.releases[rows.runs[r].release_id].ref for r in run_ids})
         return RunSet(label, tuple(sorted(set(run_ids))), tuple(refs)), cells
 
     base_set, base_cells = side(baseline_ids, "baseline")

@@ -26,6 +26,8 @@ class DeltaRow:
     improvement_low: float | None
     improvement_high: float | None
     p_value: float | None
+    q_value: float | None  # Benjamini-Hochberg across the release; the verdict reads it
+    test: str | None
     verdict: str | None
     significant: bool | None
     # Past the threshold but not confirmed by the test: shown as "suspect", never as green.
@@ -39,8 +41,11 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
     r = d.result
     mdef = describe_metric(d.metric, d.unit)
     look = None
-    if d.lookback is not None and d.lookback.oriented_z is not None:
-        look = f"z={d.lookback.oriented_z:+.2f} vs last {d.lookback.n_history} ({d.lookback.verdict})"
+    lb = d.lookback
+    if lb is not None and lb.verdict is not None and lb.improvement_pct is not None:
+        look = f"lookback: {lb.improvement_pct:+.1f}% vs last {lb.n_history} ({lb.verdict})"
+    # A lookback that does not speak (too little history) says why in the row's reasons, not here.
+    reasons = [*(r.reasons if r else ()), *(f"lookback: {x}" for x in (lb.reasons if lb else ()))]
     return DeltaRow(
         cluster=d.cluster,
         workload=d.workload,
@@ -57,11 +62,13 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
         improvement_low=r.improvement_ci_low if r else None,
         improvement_high=r.improvement_ci_high if r else None,
         p_value=r.p_value if r else None,
+        q_value=r.q_value if r else None,
+        test=r.test if r else None,
         verdict=r.verdict if r else None,
         significant=r.significant if r else None,
         suspect=bool(r and r.verdict == "unchanged" and r.indicated in ("improved", "regressed")),
         indicated=r.indicated if r else None,
-        reasons="; ".join(r.reasons) if r else "",
+        reasons="; ".join(reasons),
         lookback=look,
     )
 
@@ -69,11 +76,11 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
 def delta_rows(deltas: Iterable[ReleaseDelta]) -> list[DeltaRow]:
     # Regressions first, then suspects, so the rows that need attention are at the top.
     rows = [delta_row(d) for d in deltas]
-    rank = {"regressed": 0, "improved": 2, "unchanged": 3}
+    rank = {"regressed": 0, "not testable": 2, "improved": 3, "unchanged": 4}
     return sorted(
         rows,
         key=lambda r: (
-            1 if r.suspect else rank.get(r.verdict or "", 4),
+            1 if r.suspect else rank.get(r.verdict or "", 5),
             r.cluster,
             r.workload,
             r.variant,
@@ -83,8 +90,9 @@ def delta_rows(deltas: Iterable[ReleaseDelta]) -> list[DeltaRow]:
 
 
 def split_deltas(rows: list[DeltaRow]) -> tuple[list[DeltaRow], list[DeltaRow]]:
-    """(rows with a verdict or a suspicion, plain "unchanged" or uncompared rows): the second are folded."""
-    shown = [r for r in rows if r.suspect or r.verdict in ("regressed", "improved")]
+    """(rows with a verdict, a suspicion or no possible test, plain "unchanged" or uncompared rows): the
+    second are folded. Not-testable rows stay in view: they are never folded in with "unchanged"."""
+    shown = [r for r in rows if r.suspect or r.verdict in ("regressed", "improved", "not testable")]
     return shown, [r for r in rows if r not in shown]
 
 

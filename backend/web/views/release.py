@@ -1,6 +1,9 @@
 """The release page: ablation charts and tables per cluster and workload, manifest and its diff,
-release-over-release verdicts, notes and report downloads. Everything comes from one
-:class:`~ablate.backend.services.comparison.ReleaseComparison`; this module only selects and shapes.
+release-over-release verdicts, notes and report downloads. A ladder release shows each rung's step
+and share of the gain with a waterfall; a factorial release shows its main effects and interactions
+(chart and table) instead, since a step over the previous cell of a factorial mixes effects.
+Everything comes from one :class:`~ablate.backend.services.comparison.ReleaseComparison`; this
+module only selects and shapes.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from urllib.parse import quote
 from sqlalchemy.orm import Session
 
 from ablate.backend import charts
-from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, speedup_of
+from ablate.backend.analysis.factorial import FactorialAnalysis
+from ablate.backend.charts.ablation import factorial_effects
 from ablate.backend.config import Settings
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
@@ -38,11 +43,16 @@ class LadderRow:
     speedup_low: float | None
     speedup_high: float | None
     p_value: float | None
+    q_value: float | None  # Benjamini-Hochberg across the release: what "significant" reads
     significant: bool | None  # None for the baseline and where no test ran
     step: float | None
     step_low: float | None
     step_high: float | None
+    step_reference: str | None  # the rung the step is measured against
+    skipped: tuple[str, ...]  # rungs without values that the step spans
     share: float | None
+    share_low: float | None
+    share_high: float | None
     reasons: str
 
 
@@ -60,6 +70,34 @@ class LadderTable:
     rows: list[LadderRow]
     reasons: str
     waterfall_html: str | None = None
+    # False for a factorial release: steps and shares are not shown (see FactorialTable).
+    ladder: bool = True
+
+
+@dataclass
+class FactorialRow:
+    name: str  # a factor, or two joined by a multiplication sign
+    kind: str  # main effect | interaction
+    factor: float
+    low: float | None
+    high: float | None
+    p_value: float | None
+    significant: bool | None
+    method: str
+
+
+@dataclass
+class FactorialTable:
+    cluster: str
+    workload: str
+    metric: str
+    label: str
+    unit: str
+    design: str
+    background: tuple[str, ...]
+    n_values: int
+    rows: list[FactorialRow]
+    reasons: str
 
 
 @dataclass
@@ -78,6 +116,8 @@ class ClusterSection:
     charts: list[Chart] = field(default_factory=list)
     tables: list[LadderTable] = field(default_factory=list)
     memory_tables: list[LadderTable] = field(default_factory=list)
+    factorial_charts: list[Chart] = field(default_factory=list)
+    factorial_tables: list[FactorialTable] = field(default_factory=list)
 
 
 @dataclass
@@ -110,8 +150,7 @@ def _row(ladder: LadderAnalysis, v: VariantResult) -> LadderRow:
     s = v.summary
     vs = v.vs_baseline
     step = v.step
-    is_base = v.variant == ladder.baseline
-    speedup = 1.0 if is_base and s.n else (vs.ratio if vs else None)
+    speedup, speedup_low, speedup_high = speedup_of(ladder, v)
     return LadderRow(
         variant=v.variant,
         n=s.n,
@@ -122,15 +161,52 @@ def _row(ladder: LadderAnalysis, v: VariantResult) -> LadderRow:
         noisy=bool(s.n) and s.noisy,
         noisy_reasons=", ".join(s.reasons),
         speedup=speedup,
-        speedup_low=vs.ci_low if vs else None,
-        speedup_high=vs.ci_high if vs else None,
+        speedup_low=speedup_low,
+        speedup_high=speedup_high,
         p_value=vs.p_value if vs else None,
-        significant=vs.significant if vs and vs.ratio is not None else None,
+        q_value=vs.q_value if vs else None,
+        significant=vs.significant if vs and vs.testable else None,
         step=step.ratio if step else None,
         step_low=step.ci_low if step else None,
         step_high=step.ci_high if step else None,
+        step_reference=v.previous_variant if step else None,
+        skipped=v.skipped,
         share=v.share,
+        share_low=v.share_ci_low,
+        share_high=v.share_ci_high,
         reasons="; ".join([*v.reasons, *(vs.reasons if vs else ())]),
+    )
+
+
+def factorial_table(
+    comp: ReleaseComparison, cluster: str, workload: str, fa: FactorialAnalysis
+) -> FactorialTable:
+    mdef = describe_metric(fa.metric, fa.unit)
+    design = comp.factorial_design
+    rows = [
+        FactorialRow(
+            name=e.factors[0] if len(e.factors) == 1 else " \u00d7 ".join(e.factors),
+            kind="main effect" if len(e.factors) == 1 else "interaction",
+            factor=e.factor,
+            low=e.ci_low,
+            high=e.ci_high,
+            p_value=e.p_value,
+            significant=None if e.p_value is None else e.p_value < comp.method.alpha,
+            method=e.method,
+        )
+        for e in (*fa.main_effects, *fa.interactions)
+    ]
+    return FactorialTable(
+        cluster=cluster,
+        workload=workload,
+        metric=fa.metric,
+        label=mdef.label,
+        unit=mdef.unit,
+        design=design.label if design else comp.factorial_note,
+        background=design.background if design else (),
+        n_values=fa.n_values,
+        rows=rows,
+        reasons="; ".join(fa.reasons),
     )
 
 
@@ -179,18 +255,35 @@ def _section(
             section.charts.append(chart_of(fig, slug("ablation", cluster.name), "ablation"))
         for workload, ladder in primary.items():
             table = ladder_table(cluster.name, workload, ladder)
-            fig = charts.contribution_waterfall(
-                ladder, release=ref, cluster=cluster.name, workload=workload, colors=colors
-            )
-            table.waterfall_html = charts.figure_to_div(fig, slug("waterfall", cluster.name, workload))
+            if comp.factorial_design is not None:
+                table.ladder = False  # the factorial section below says what each factor is worth
+            else:
+                fig = charts.contribution_waterfall(
+                    ladder, release=ref, cluster=cluster.name, workload=workload, colors=colors
+                )
+                table.waterfall_html = charts.figure_to_div(fig, slug("waterfall", cluster.name, workload))
             section.tables.append(table)
+        if comp.factorial_design is not None:
+            effects = {
+                w: fa
+                for w, fa in comp.factorial_map(cluster.name, comp.primary_metric).items()
+                if workloads is None or w in workloads
+            }
+            if effects:
+                fig = factorial_effects(effects, release=ref, cluster=cluster.name)
+                section.factorial_charts.append(chart_of(fig, slug("factorial", cluster.name), "factorial"))
+                section.factorial_tables += [
+                    factorial_table(comp, cluster.name, w, fa) for w, fa in effects.items()
+                ]
     if comp.memory_metric:
         memory = pick(comp.memory_metric)
         if memory:
             fig = charts.memory_bars(memory, release=ref, cluster=cluster.name, colors=colors)
             section.charts.append(chart_of(fig, slug("memory", cluster.name), "memory"))
             for workload, ladder in memory.items():
-                section.memory_tables.append(ladder_table(cluster.name, workload, ladder))
+                table = ladder_table(cluster.name, workload, ladder)
+                table.ladder = comp.factorial_design is None
+                section.memory_tables.append(table)
     return section
 
 

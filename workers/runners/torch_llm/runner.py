@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ablate.backend.domain.factors import factor_error, normalize_factor
 from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
+from ablate.workers.runners import hostload
 from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, merged_env
 from ablate.workers.runners.torch_llm.protocol import parse_event
 
@@ -111,6 +112,7 @@ def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunRe
     group = ProcessGroup()
     envs = []
     result_paths = []
+    host_start = hostload.sample(gpu=lead.accelerator.lower() == "gpu")
     t0 = time.monotonic()
     for spec in specs:
         spec_path = work / f"rank{spec.rank}.spec.json"
@@ -146,7 +148,8 @@ def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunRe
 
     outcomes = group.wait(lead.timeout_s, on_line, fail_fast=True)
     elapsed = time.monotonic() - t0
-    return _assemble(specs, outcomes, result_paths, envs[0], elapsed)
+    host = hostload.provenance(host_start, hostload.sample(gpu=host_start.gpu_pids is not None))
+    return _assemble(specs, outcomes, result_paths, envs[0], elapsed, host)
 
 
 def _read_result(path: Path) -> RunResult | None:
@@ -162,9 +165,10 @@ def _assemble(
     result_paths: list[Path],
     env: dict[str, str],
     elapsed: float,
+    host: dict[str, str],
 ) -> RunResult:
     lead, first = specs[0], outcomes[0]
-    prov = _parent_provenance(lead, len(specs))
+    prov = {**_parent_provenance(lead, len(specs)), **host}
     if first.cancelled is not None:
         return RunResult.failed(
             f"cancelled: {first.cancelled}", "infrastructure", log_tail=first.tail_text,
