@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ablate.backend.analysis.comparison import BASELINE_SPEEDUP, Comparison, Pair, compare_many
-from ablate.backend.domain.metrics import Direction, describe_metric
 from ablate.backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, clean_values, summarize_many
+from ablate.backend.domain.metrics import Direction, describe_metric
 
 _ZERO_LOG_GAIN = 1e-9
 # Conservative: it covers 95-100% below 10 repeats (98-99.7% at n = 3-5), so it is labelled ">= 95%".

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ablate.backend.domain.metrics import Direction
 from ablate.backend.analysis.stats import (
     BH_METHOD,
     POOLED_LOG_TEST,
@@ -30,6 +29,7 @@ from ablate.backend.analysis.stats import (
     sorted_median,
     welch_log,
 )
+from ablate.backend.domain.metrics import Direction
 
 TEST_NAME = WELCH_LOG_TEST
 INTERVAL_METHOD = WELCH_LOG_INTERVAL

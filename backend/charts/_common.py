@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from ablate.backend.analysis.ablation import LadderAnalysis, speedup_of
 
-__all__ = ["fmt", "has_data", "speedup_of", "variant_order"]
+__all__ = ["has_data", "speedup_of", "variant_order"]
 
 
 def variant_order(ladders: Iterable[LadderAnalysis]) -> list[str]:
