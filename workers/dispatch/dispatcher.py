@@ -40,8 +40,7 @@ from ablate.backend.domain.placement import NodeDemand, NodeInfo, demand_for, un
 from ablate.backend.domain.runner import Runner, RunResult, RunSpec
 from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
 from ablate.backend.services.studies import refresh_study_statuses
-from ablate.workers import ray_runtime
-from ablate.workers.dispatch import claims
+from ablate.workers.dispatch import claims, ray_runtime
 from ablate.workers.envrules import plan_environment
 
 log = logging.getLogger(__name__)
