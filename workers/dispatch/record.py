@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class Recorder:
+    """Writes one dispatcher's outcomes (as ``owner``, under the lease guard)."""
+
     def __init__(self, settings: Settings, owner: str) -> None:
         self.settings = settings
         self.owner = owner

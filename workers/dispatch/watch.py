@@ -25,6 +25,8 @@ Progress = tuple[int, int, float | None]  # (step, total, throughput)
 
 
 class Watcher:
+    """This dispatcher's runs in flight, the references they wait on, and the outcomes not yet recorded."""
+
     def __init__(self, submitter: Submitter) -> None:
         self.submitter = submitter
         self.executions: dict[int, Execution] = {}
