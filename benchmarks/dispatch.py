@@ -39,7 +39,7 @@ from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog
 from ablate.backend.services.studies import create_study
-from ablate.workers.dispatcher import Dispatcher
+from ablate.workers.dispatch.dispatcher import Dispatcher
 
 
 class NoopRunner:

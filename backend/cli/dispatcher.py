@@ -31,7 +31,7 @@ def dispatcher(
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)
-    from ablate.workers.dispatcher import Dispatcher
+    from ablate.workers.dispatch.dispatcher import Dispatcher
 
     d = Dispatcher(cfg, database, cluster_names=cluster or None)
     stop = threading.Event()

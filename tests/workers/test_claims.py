@@ -84,3 +84,29 @@ def test_a_stale_owner_can_neither_renew_nor_finish(database: Database) -> None:
         assert claims.hold_for_finish(s, "old", [ids[0]], lease_s=30) == {}
         assert not claims.write_progress(s, "old", ids[0], 1, 2, None)
         assert list(claims.hold_for_finish(s, "new", [ids[0]], lease_s=30)) == [ids[0]]
+
+
+def test_claimed_runs_load_as_the_rows_their_specs_are_built_from(database: Database) -> None:
+    q = queue_study(
+        database,
+        cluster=CPU1,
+        variants=[VariantDef(name="A"), VariantDef(name="B", env={"CHECKPOINT_OPTIMIZATION": "true"})],
+        workloads=[FAKE],
+    )
+    with database.transaction() as s:
+        got = claims.claim_runs(s, "me", limit=2, lease_s=30)
+        rows, studies = claims.load_claimed(s, got)
+        assert claims.load_claimed(s, []) == ([], set())
+    assert studies == {q.study_id}
+    assert [r.run_id for r in rows] == [c.run_id for c in got] == q.run_ids  # claim order
+    assert {r.variant["name"]: r.variant["env"] for r in rows} == {
+        "A": {},
+        "B": {"CHECKPOINT_OPTIMIZATION": "true"},
+    }
+    for r in rows:
+        assert r.attempt == 1 and r.release_ref == "training-nv-pytorch:25.12"
+        assert r.workload["name"] == "fake" and r.workload["runner_options"] == {"steps": 3}
+        assert r.cluster["name"] == "cpu-1" and r.cluster["accelerator"] == "cpu"
+        assert r.release["platform"] == "gpu"
+        for values in (r.workload, r.variant, r.cluster, r.release):
+            assert "id" not in values and "created_at" not in values

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Study, Variant
 from ablate.backend.schemas.catalog import VariantDef
-from ablate.workers.dispatcher import Dispatcher
+from ablate.workers.dispatch.dispatcher import Dispatcher
 from tests.workers.conftest import CPU1, FAKE, make_settings, queue_study, runs_of
 from tests.workers.fakes import FakeRunner
 

@@ -14,7 +14,7 @@ from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run, RunMetric, Study
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
 from ablate.backend.services.studies import cancel_study
-from ablate.workers.dispatcher import Dispatcher
+from ablate.workers.dispatch.dispatcher import Dispatcher
 from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
 from tests.workers.fakes import FakeRunner
 

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import RunMetric, Study
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from ablate.workers.dispatcher import Dispatcher
+from ablate.workers.dispatch.dispatcher import Dispatcher
 from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
 from tests.workers.test_faults import wait_for
 

@@ -1,5 +1,9 @@
 """Claims and leases: the only SQL the dispatcher issues itself (results go through ingest).
 
+:func:`claim_runs` takes queued runs, :func:`load_claimed` reads what their specs are built from,
+:func:`renew_leases` / :func:`write_progress` keep them, :func:`hold_for_finish` / :func:`requeue` end
+them, and :func:`reap_expired` recovers the runs of dispatchers that died.
+
 A claim is one ``UPDATE ... RETURNING`` over ``SELECT ... ORDER BY queue_order LIMIT n``. On
 PostgreSQL the select is a CTE taking ``FOR UPDATE SKIP LOCKED``, so concurrent dispatchers never take the
 same run and never wait on each other; on SQLite the statement runs under the single writer lock, which
@@ -13,12 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus
+from ablate.workers.dispatch.spec import RunRows
 
 RUNNING = RunStatus.running.value
 QUEUED = RunStatus.queued.value
@@ -94,6 +100,41 @@ def claim_runs(
     return sorted(
         (Claimed(r.id, r.attempt, r.queue_order) for r in rows), key=lambda c: (c.queue_order, c.run_id)
     )
+
+
+def _columns(obj: Any, exclude: tuple[str, ...] = ("id", "created_at")) -> dict[str, Any]:
+    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns if c.key not in exclude}
+
+
+def load_claimed(session: Session, claimed: Sequence[Claimed]) -> tuple[list[RunRows], set[int]]:
+    """The rows of claimed runs (in claim order), in one query, as plain values for the spec builder;
+    and the studies they belong to."""
+    if not claimed:
+        return [], set()
+    runs = session.scalars(
+        select(Run)
+        .options(
+            joinedload(Run.variant),
+            joinedload(Run.workload),
+            joinedload(Run.cluster),
+            joinedload(Run.release),
+        )
+        .where(Run.id.in_([c.run_id for c in claimed]))
+    ).all()
+    by_id = {r.id: r for r in runs}
+    rows = [
+        RunRows(
+            run_id=run.id,
+            attempt=run.attempt,
+            release_ref=run.release.ref,
+            workload=_columns(run.workload),
+            variant=_columns(run.variant),
+            cluster=_columns(run.cluster),
+            release=_columns(run.release),
+        )
+        for run in (by_id[c.run_id] for c in claimed)
+    ]
+    return rows, {r.study_id for r in runs if r.study_id is not None}
 
 
 def _mine(owner: str):  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ async def dispatcher_lifespan(app: Any) -> AsyncIterator[None]:
     shutdown. Started on the event loop's thread on purpose: ``ray.init`` installs signal handlers."""
     dispatcher = None
     if getattr(app.state, "run_dispatcher", False):
-        from ablate.workers.dispatcher import Dispatcher
+        from ablate.workers.dispatch.dispatcher import Dispatcher
 
         dispatcher = Dispatcher(app.state.settings, app.state.database)
         dispatcher.start()

@@ -1,0 +1,224 @@
+"""The dispatcher: claims queued runs, executes them on Ray, and records their results through ingest.
+
+One loop, one thread, no SQL in Ray. Each iteration it
+
+1. every tick (about once a second) renews the leases of its in-flight runs in one UPDATE, writes
+   their latest progress, and stops any run the UPDATE no longer matched (cancelled, or its lease
+   lost); every ``lease_s / 3`` it also re-queues runs of dead dispatchers whose lease expired;
+2. waits briefly on Ray for finished node tasks;
+3. in one transaction, records the runs that finished as one batch through
+   :func:`ablate.backend.services.ingest.record_run_results` (guarded by their leases), then claims as many
+   queued runs as it has free slots (``max_concurrent_runs``), in ``queue_order``; after the commit it
+   checks that the Ray cluster could ever place each claimed run (else it fails at once, naming what
+   is missing), and submits it: one task per node, in a STRICT_SPREAD placement group for multi-node.
+
+Infrastructure failures (crashed or killed worker, OOM, failed preflight) go back to the queue with
+``attempt + 1`` until ``max_attempts``; a benchmark that failed by itself, or timed out, is recorded.
+
+The parts, each in its own module of this package: :mod:`.claims` (the SQL of claims and leases),
+:mod:`.spec` (a run's rows -> its execution spec; pure), :mod:`.submit` (tasks and placement groups on
+Ray), :mod:`.watch` (ready references, deadlines, stops, progress), :mod:`.record` (finished runs ->
+ingest, or back to the queue). This module wires them and runs the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ablate.backend.config import Settings
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run
+from ablate.backend.domain.placement import NodeInfo
+from ablate.backend.domain.runner import Runner
+from ablate.backend.services.studies import refresh_study_statuses
+from ablate.workers.dispatch import claims
+from ablate.workers.dispatch.execution import Execution
+from ablate.workers.dispatch.record import Recorder
+from ablate.workers.dispatch.spec import build_execution_spec
+from ablate.workers.dispatch.submit import Submitter
+from ablate.workers.dispatch.watch import Watcher
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0  # progress and lease renewal at most once a second
+
+
+def dispatcher_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        settings: Settings,
+        database: Database,
+        *,
+        owner: str | None = None,
+        runners: Mapping[str, Callable[[], Runner]] | None = None,
+        cluster_names: list[str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.database = database
+        self.owner = owner or dispatcher_id()
+        self.cluster_names = cluster_names
+        self.submitter = Submitter(runners)
+        self.watcher = Watcher(self.submitter)
+        self.recorder = Recorder(settings, self.owner)
+        self._next_tick = 0.0
+        self._next_reap = 0.0
+        self._ray_address = ""
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @property
+    def executions(self) -> dict[int, Execution]:
+        """The runs in flight, by id."""
+        return self.watcher.executions
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        if self.submitter.connected:
+            return
+        self._ray_address = self.submitter.connect(self.settings)
+        log.info("dispatcher %s serving Ray at %s", self.owner, self._ray_address)
+
+    @property
+    def ray_address(self) -> str:
+        return self._ray_address
+
+    def alive_nodes(self) -> list[NodeInfo]:
+        return self.submitter.alive_nodes()
+
+    def run_forever(self, stop: threading.Event | None = None) -> None:
+        stop = stop or self._stop
+        self.connect()
+        try:
+            while not stop.is_set():
+                if not self.step(wait_s=min(0.2, self.settings.dispatcher_poll_s)):
+                    stop.wait(self.settings.dispatcher_poll_s)
+        finally:
+            self.shutdown()
+
+    def start(self) -> None:
+        """Run in a background thread (the in-process dispatcher of ``ablate serve``)."""
+        self.connect()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run_forever, name="ablate-dispatcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def shutdown(self) -> None:
+        """Record what finished already; stop every in-flight run and give it back to the queue (same
+        attempt: not its fault)."""
+        outcomes = self.watcher.take_finished()
+        if outcomes:
+            with self.database.transaction() as session:
+                refresh_study_statuses(session, self.recorder.record(session, outcomes))
+        if not self.executions:
+            return
+        run_ids = self.watcher.kill_all()
+        with self.database.transaction() as session:
+            self.recorder.give_back(session, run_ids)
+        self.watcher.clear()
+
+    def drain(self, timeout_s: float = 600.0, *, until: Callable[[], bool] | None = None) -> None:
+        """Run the loop until nothing is queued or in flight (tests, benchmarks, ``--exit-when-idle``)."""
+        self.connect()
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            busy = self.step(wait_s=0.2)
+            if until is not None and until():
+                return
+            if not busy and not self.executions and not self._queued_left():
+                return
+            if not busy:
+                time.sleep(min(0.2, self.settings.dispatcher_poll_s))
+        raise TimeoutError(f"dispatcher did not drain within {timeout_s:g} s")
+
+    def _queued_left(self) -> bool:
+        with self.database.read() as session:
+            return session.scalar(select(Run.id).where(Run.status == claims.QUEUED).limit(1)) is not None
+
+    # --- one iteration ----------------------------------------------------------------------------
+
+    def step(self, wait_s: float = 0.2) -> bool:
+        """One loop iteration; returns whether anything happened or is in flight."""
+        now = time.monotonic()
+        if now >= self._next_tick:
+            self._tick(now)
+        self.watcher.wait(wait_s if self.executions else 0.0)
+        self.watcher.check_deadlines()
+        recorded, claimed = self._record_and_claim()
+        return bool(recorded or claimed or self.executions)
+
+    def _tick(self, now: float) -> None:
+        self._next_tick = now + TICK_S
+        progress = self.watcher.take_progress()
+        held: set[int] = set()
+        with self.database.transaction() as session:
+            # Renew before reaping: a loop that stalled past lease_s must not re-queue its own runs.
+            if self.executions:
+                held = claims.renew_leases(
+                    session, self.owner, list(self.executions), lease_s=self.settings.lease_s
+                )
+                for run_id, (step, total, tput) in progress.items():
+                    if run_id in held:
+                        claims.write_progress(session, self.owner, run_id, step, total, tput)
+            if now >= self._next_reap:
+                self._next_reap = now + max(0.5, self.settings.lease_s / 3)
+                reaped = claims.reap_expired(session, max_attempts=self.settings.max_attempts)
+                refresh_study_statuses(session, reaped.study_ids)
+                if reaped.requeued or reaped.failed:
+                    log.warning("expired leases: requeued %s, failed %s", reaped.requeued, reaped.failed)
+        for run_id in [r for r in self.executions if r not in held]:
+            log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)
+            self.watcher.stop(run_id)
+
+    def _record_and_claim(self) -> tuple[int, int]:
+        """One transaction: record the finished runs, then claim as many queued runs as there are free
+        slots; submit those to Ray once it committed. Returns (recorded, claimed)."""
+        outcomes = self.watcher.take_finished()
+        free = self.settings.max_concurrent_runs - len(self.executions)
+        if not outcomes and free <= 0:
+            return 0, 0
+        try:
+            with self.database.transaction() as session:
+                studies = self.recorder.record(session, outcomes) if outcomes else set()
+                claimed, claimed_studies = self._claim(session, free) if free > 0 else ([], set())
+                # Once for both: a study is "running" from its first claimed run, and finished with
+                # its last recorded one.
+                refresh_study_statuses(session, studies | claimed_studies)
+        except BaseException:
+            self.watcher.put_back(outcomes)  # not recorded: try again next iteration
+            raise
+        for ex in claimed:
+            self.watcher.add(ex)
+        return len(outcomes), len(claimed)
+
+    def _claim(self, session: Session, free: int) -> tuple[list[Execution], set[int]]:
+        got = claims.claim_runs(
+            session,
+            self.owner,
+            limit=free,
+            lease_s=self.settings.lease_s,
+            ray_address=self.settings.ray_address,
+            cluster_names=self.cluster_names,
+        )
+        rows, studies = claims.load_claimed(session, got)
+        specs = [build_execution_spec(r, self.settings, self.owner) for r in rows]
+        return [Execution.start(spec, time.monotonic()) for spec in specs], studies

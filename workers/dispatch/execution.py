@@ -1,0 +1,98 @@
+"""One run in flight (:class:`Execution`) and what became of it (:class:`Outcome`): plain data, no Ray calls.
+
+The submitter fills an execution's Ray handles, the watcher moves it through its phases and turns it
+into an outcome, and the recorder writes the outcome in the next recording transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ablate.backend.db.base import utcnow
+from ablate.backend.domain.placement import NodeDemand
+from ablate.backend.domain.runner import RunResult, RunSpec
+from ablate.workers.dispatch.spec import ExecutionSpec
+
+TIMEOUT_GRACE_S = 300.0  # backstop beyond the runner's own timeout (start-up, queueing in Ray)
+
+
+@dataclass
+class Outcome:
+    """What to do with a finished execution, applied in the next recording transaction."""
+
+    run_id: int
+    result: RunResult
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempt: int
+    retryable: bool = False
+    progress: tuple[int, int, float | None] | None = None  # the runner's last report
+
+
+@dataclass
+class Execution:
+    """A claimed run while it is in flight: its execution spec and what Ray holds of it."""
+
+    plan: ExecutionSpec
+    deadline: float  # time.monotonic() after which the watcher gives up on it
+    phase: str = "running"  # multi-node: "placing" -> "rendezvous" -> "running"
+    pg: Any = None  # the placement group of a multi-node run
+    waiting: list[Any] = field(default_factory=list)  # Ray references not ready yet
+    node_refs: list[Any] = field(default_factory=list)  # one node task per node, in node order
+    node_results: dict[int, dict[str, Any]] = field(default_factory=dict)  # by node index
+
+    @classmethod
+    def start(cls, plan: ExecutionSpec, now: float) -> Execution:
+        """An execution claimed at ``now`` (``time.monotonic()``)."""
+        return cls(plan, deadline=now + plan.timeout_s + TIMEOUT_GRACE_S)
+
+    def wait_on(self, ref: Any) -> Any:
+        """Note a Ray reference this execution now waits on (until the watcher sees it ready)."""
+        self.waiting.append(ref)
+        return ref
+
+    @property
+    def run_id(self) -> int:
+        return self.plan.run_id
+
+    @property
+    def attempt(self) -> int:
+        return self.plan.attempt
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.plan.spec
+
+    @property
+    def demand(self) -> NodeDemand:
+        return self.plan.demand
+
+    def outcome(self, result: RunResult, *, retryable: bool) -> Outcome:
+        """The outcome of this execution ending with ``result`` (the dispatcher's provenance added; the
+        run's environment when the runner reported none). Only an infrastructure failure is retried."""
+        nodes = list(self.node_results.values())
+        started = min((_parse_time(n.get("started_at")) for n in nodes), default=None, key=_key)
+        finished = max((_parse_time(n.get("finished_at")) for n in nodes), default=None, key=_key)
+        result.provenance = {**self.plan.provenance, **result.provenance}
+        if not result.environment:
+            result.environment = dict(self.spec.env)
+        lead = self.node_results.get(0, {}).get("progress")
+        return Outcome(
+            self.run_id,
+            result,
+            started,
+            finished or utcnow(),
+            self.attempt,
+            retryable and result.failure_kind == "infrastructure",
+            tuple(lead) if lead else None,
+        )
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _key(value: datetime | None) -> float:
+    return value.timestamp() if value else 0.0

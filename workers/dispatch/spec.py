@@ -1,0 +1,125 @@
+"""A run's execution spec, built from its rows: pure functions, no Ray and no database.
+
+:func:`build_execution_spec` turns a claimed run's workload, variant, cluster and release (their
+columns as plain dicts, see :class:`RunRows`) and the settings into everything the run executes with:
+the :class:`~ablate.backend.domain.runner.RunSpec` the runner gets, the Ray demand of each node, the
+preflight checks, the ``runtime_env`` of a variant with its own image, and the provenance recorded with
+the result. :func:`multi_node_specs` spreads a multi-node run's spec over its ranks once node 0's
+address is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ablate.backend.config import Settings
+from ablate.backend.domain.placement import NodeDemand, demand_for
+from ablate.backend.domain.runner import RunSpec
+from ablate.workers.envrules import plan_environment
+
+
+@dataclass(frozen=True)
+class RunRows:
+    """A claimed run and the rows it names, as plain column values (``id`` and ``created_at`` left out)."""
+
+    run_id: int
+    attempt: int
+    release_ref: str  # "image:tag"
+    workload: dict[str, Any]
+    variant: dict[str, Any]
+    cluster: dict[str, Any]
+    release: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ExecutionSpec:
+    """What one attempt of a run executes with, decided before anything is submitted to Ray."""
+
+    run_id: int
+    attempt: int
+    spec: RunSpec  # single node: ``local_world_size`` ranks; multi-node: see multi_node_specs
+    demand: NodeDemand  # one node's share; ``demand.nodes`` of them
+    checks: dict[str, Any]  # the preflight's arguments on each node
+    runtime_env: dict[str, Any] | None  # Ray's runtime_env when the variant names an image
+    provenance: dict[str, str]  # recorded with the result, under the runner's own
+
+    @property
+    def timeout_s(self) -> float:
+        return self.spec.timeout_s
+
+
+def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> ExecutionSpec:
+    """The execution spec of one claimed run. ``dispatcher`` is the claiming dispatcher's id (provenance)."""
+    workload, variant, cluster, release = rows.workload, rows.variant, rows.cluster, rows.release
+    env = plan_environment(variant, release, cluster)
+    demand = demand_for(cluster)
+    opts = {**(workload.get("runner_options") or {}), **(variant.get("runner_options") or {})}
+    timeout_s = float(opts.get("timeout_s") or settings.run_timeout_s)
+    spec = RunSpec(
+        run_id=rows.run_id,
+        workload=dict(workload),
+        variant=dict(variant),
+        cluster=dict(cluster),
+        env=env.env,
+        log_dir=str(settings.log_dir),
+        timeout_s=timeout_s,
+        local_world_size=demand.ranks_per_node if demand.nodes == 1 else 1,
+    )
+    manifest = release.get("manifest") or {}
+    checks = {
+        "accelerator": demand.accelerator,
+        "expected_devices": 0 if demand.accelerator == "cpu" else demand.ranks_per_node,
+        "driver_requirements": release.get("driver_requirements") or {},
+        "cuda_version": opts.get("cuda_version") or manifest.get("cuda"),
+    }
+    if "min_free_fraction" in opts:
+        checks["min_free_fraction"] = float(opts["min_free_fraction"])
+    image = variant.get("image")
+    runtime_env = {"image_uri": image, "env_vars": dict(env.env)} if image else None
+    provenance = {
+        "dispatcher": dispatcher,
+        "attempt": str(rows.attempt),
+        "release": rows.release_ref,
+        "ray_demand": demand.describe(),
+        **env.provenance(),
+    }
+    if image:
+        provenance["image"] = str(image)
+    return ExecutionSpec(
+        run_id=rows.run_id,
+        attempt=rows.attempt,
+        spec=spec,
+        demand=demand,
+        checks=checks,
+        runtime_env=runtime_env,
+        provenance=provenance,
+    )
+
+
+def single_node_specs(spec: RunSpec) -> list[list[dict[str, Any]]]:
+    """The one node task's one spec: the runner starts the node's ``local_world_size`` ranks itself."""
+    # Shallow: Ray serialises the task's arguments anyway (``asdict`` would deep-copy first).
+    return [[dict(vars(spec))]]
+
+
+def multi_node_specs(
+    spec: RunSpec, demand: NodeDemand, master_addr: str, master_port: int
+) -> list[list[dict[str, Any]]]:
+    """Per node, one spec per local rank: global RANK = node * ranks_per_node + LOCAL_RANK."""
+    per = demand.ranks_per_node
+    return [
+        [
+            replace(
+                spec,
+                rank=node * per + local,
+                world_size=demand.world_size,
+                local_rank=local,
+                local_world_size=per,
+                master_addr=master_addr,
+                master_port=master_port,
+            ).to_dict()
+            for local in range(per)
+        ]
+        for node in range(demand.nodes)
+    ]

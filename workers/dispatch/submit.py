@@ -1,0 +1,148 @@
+"""Submitting executions to Ray: node tasks, placement groups, the rendezvous, and stopping them.
+
+A single-node run is one node task. A multi-node run first gets a placement group (one bundle per
+node, ``STRICT_SPREAD``, the pool's label selector on every bundle); once it is placed a tiny task on
+bundle 0 picks MASTER_ADDR/MASTER_PORT, and then one node task per bundle runs that node's ranks. The
+submitter only starts these steps, adds their references to the execution's ``waiting`` and returns
+them; the watcher waits on them and decides when the next step is due.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ablate.backend.config import Settings
+from ablate.backend.domain.placement import NodeInfo, unplaceable_reason
+from ablate.backend.domain.runner import Runner
+from ablate.workers.dispatch import ray_runtime
+from ablate.workers.dispatch.execution import Execution
+from ablate.workers.dispatch.spec import single_node_specs
+
+log = logging.getLogger(__name__)
+
+NODES_CACHE_S = 2.0
+
+
+class Submitter:
+    """The dispatcher's Ray handles (node task, rendezvous task, progress board, runner factories)."""
+
+    def __init__(self, runners: Mapping[str, Callable[[], Runner]] | None = None) -> None:
+        self.runners = dict(runners or {})
+        self.board: Any = None
+        self._node_task: Any = None
+        self._rendezvous: Any = None
+        self._factory_refs: dict[str, Any] = {}
+        self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
+
+    @property
+    def connected(self) -> bool:
+        return self._node_task is not None
+
+    def connect(self, settings: Settings) -> str:
+        """Join (or start) Ray and create the remote functions and the board; returns Ray's address."""
+        address = ray_runtime.ensure_ray(settings)
+        self._node_task = ray_runtime.remote_node_task()
+        self._rendezvous = ray_runtime.remote_rendezvous()
+        self.board = ray_runtime.start_board()
+        return address
+
+    def alive_nodes(self) -> list[NodeInfo]:
+        at, nodes = self._nodes
+        if time.monotonic() - at > NODES_CACHE_S:
+            nodes = ray_runtime.alive_nodes()
+            self._nodes = (time.monotonic(), nodes)
+        return nodes
+
+    def unplaceable(self, ex: Execution) -> str | None:
+        """Why the Ray cluster could never hold this run (None: it can, maybe later)."""
+        return unplaceable_reason(ex.demand, self.alive_nodes())
+
+    def start(self, ex: Execution) -> list[Any]:
+        """Submit the first step of ``ex``; returns the new references to wait on."""
+        if ex.demand.nodes == 1:
+            return self.launch_nodes(ex, single_node_specs(ex.spec))
+        from ray.util.placement_group import placement_group
+
+        ex.pg = placement_group(
+            ex.demand.bundles(),
+            strategy="STRICT_SPREAD",
+            name=f"ablate-run-{ex.run_id}",
+            bundle_label_selector=ex.demand.bundle_label_selector(),
+        )
+        ex.phase = "placing"
+        return [ex.wait_on(ex.pg.ready())]
+
+    def rendezvous(self, ex: Execution) -> Any:
+        """The placement group is ready: ask node 0 for MASTER_ADDR/MASTER_PORT."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        ex.phase = "rendezvous"
+        strategy = PlacementGroupSchedulingStrategy(ex.pg, placement_group_bundle_index=0)
+        return ex.wait_on(self._rendezvous.options(scheduling_strategy=strategy).remote())
+
+    def launch_nodes(self, ex: Execution, per_node: list[list[dict[str, Any]]]) -> list[Any]:
+        """One node task per entry of ``per_node`` (that node's rank specs); returns their references."""
+        ex.phase = "running"
+        factory = self._factory_ref(ex.spec.runner_name)
+        refs = []
+        for index, specs in enumerate(per_node):
+            ref = self._node_task.options(**self._node_options(ex, index)).remote(
+                specs, ex.plan.checks, self.board, factory
+            )
+            ex.node_refs.append(ref)
+            refs.append(ex.wait_on(ref))
+        return refs
+
+    def _node_options(self, ex: Execution, index: int) -> dict[str, Any]:
+        opts: dict[str, Any] = {"name": f"ablate-run-{ex.run_id}-node{index}"}
+        if ex.pg is None:
+            opts.update(ex.demand.task_options())
+        else:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            res = ex.demand.task_options()
+            res.pop("label_selector", None)  # the bundle already carries it
+            opts.update(res)
+            opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                ex.pg, placement_group_bundle_index=index
+            )
+        if ex.plan.runtime_env:
+            opts["runtime_env"] = ex.plan.runtime_env
+        return opts
+
+    def _factory_ref(self, name: str) -> Any:
+        """A runner factory given to this dispatcher, put in Ray's object store once (not pickled
+        into every task); None lets the worker look the runner up in its own registry."""
+        if name not in self.runners:
+            return None
+        if name not in self._factory_refs:
+            import ray
+
+            self._factory_refs[name] = ray.put(self.runners[name])
+        return self._factory_refs[name]
+
+    def kill(self, ex: Execution) -> None:
+        """Stop whatever of the execution still runs. Force: the worker process is killed and its
+        reaper kills the runner's processes (they live in their own sessions)."""
+        import ray
+
+        # Only tasks still pending: a finished task's worker may already run another run's task, and
+        # a forced cancel must never reach it.
+        pending = [r for r in ex.node_refs if r in ex.waiting]
+        done = set(ray.wait(pending, num_returns=len(pending), timeout=0)[0]) if pending else set()
+        for ref in [r for r in pending if r not in done]:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception as exc:  # finished already, or the worker is gone
+                log.debug("cancel of run %s node task: %s", ex.run_id, exc)
+        if ex.pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            try:
+                remove_placement_group(ex.pg)
+            except Exception as exc:
+                log.debug("removing placement group of run %s: %s", ex.run_id, exc)
+            ex.pg = None

@@ -1,0 +1,181 @@
+"""Watching executions in flight: Ray references becoming ready, deadlines, runs to stop, progress.
+
+The watcher holds every in-flight :class:`~ablate.workers.dispatch.execution.Execution` of this
+dispatcher and the Ray references each waits on. When a reference is ready it moves the execution on:
+a multi-node run's placement group placed -> the rendezvous on node 0 -> one node task per node; a node
+task done -> the run finished (on its first failing node, or when every node returned). A finished,
+timed-out or unplaceable execution becomes an :class:`~ablate.workers.dispatch.execution.Outcome` in
+``finished``, which the dispatcher hands to the recorder. Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ablate.backend.domain.runner import RunResult
+from ablate.workers.dispatch.execution import TIMEOUT_GRACE_S, Execution, Outcome
+from ablate.workers.dispatch.spec import multi_node_specs
+from ablate.workers.dispatch.submit import Submitter
+
+log = logging.getLogger(__name__)
+
+Progress = tuple[int, int, float | None]  # (step, total, throughput)
+
+
+class Watcher:
+    """This dispatcher's runs in flight, the references they wait on, and the outcomes not yet recorded."""
+
+    def __init__(self, submitter: Submitter) -> None:
+        self.submitter = submitter
+        self.executions: dict[int, Execution] = {}
+        self.finished: list[Outcome] = []  # not recorded yet
+        self._ref_owner: dict[Any, int] = {}
+        self._progress_ref: Any = None
+
+    # --- starting and stopping ------------------------------------------------------------------
+
+    def add(self, ex: Execution) -> None:
+        """Watch a claimed execution from now on: submit it to Ray, or fail it at once (not retried:
+        more attempts cannot create a missing resource) when the Ray cluster could never place it."""
+        self.executions[ex.run_id] = ex
+        reason = self.submitter.unplaceable(ex)
+        if reason:
+            self.finish(ex, RunResult.failed(f"unplaceable: {reason}", "infrastructure"), retryable=False)
+            return
+        self._await(ex, self.submitter.start(ex))
+
+    def stop(self, run_id: int) -> None:
+        """Stop a run that is no longer ours (cancelled, or its lease lost): it records nothing."""
+        ex = self.executions[run_id]
+        self.submitter.kill(ex)
+        self._forget(ex)
+
+    def kill_all(self) -> list[int]:
+        """Stop every execution still on Ray (the dispatcher stops); returns their run ids. They stay
+        watched until :meth:`clear` (after the dispatcher gave them back to the queue)."""
+        for ex in list(self.executions.values()):
+            self.submitter.kill(ex)
+        return list(self.executions)
+
+    def clear(self) -> None:
+        self.executions.clear()
+        self._ref_owner.clear()
+
+    def take_finished(self) -> list[Outcome]:
+        out, self.finished = self.finished, []
+        return out
+
+    def put_back(self, outcomes: list[Outcome]) -> None:
+        """Outcomes whose recording failed: recorded with the next batch."""
+        self.finished = outcomes + self.finished
+
+    # --- waiting on Ray ---------------------------------------------------------------------------
+
+    def wait(self, wait_s: float) -> None:
+        """Wait up to ``wait_s`` for one reference to be ready, then handle every ready one."""
+        pending = list(self._ref_owner)
+        if not pending:
+            return
+        import ray
+
+        ready, _ = ray.wait(pending, num_returns=1, timeout=wait_s, fetch_local=False)
+        if ready:
+            ready, _ = ray.wait(pending, num_returns=len(pending), timeout=0, fetch_local=False)
+        for ref in ready:
+            run_id = self._ref_owner.pop(ref, None)
+            ex = self.executions.get(run_id) if run_id is not None else None
+            if ex is None:
+                continue
+            ex.waiting.remove(ref)
+            self._on_ready(ex, ref)
+
+    def _on_ready(self, ex: Execution, ref: Any) -> None:
+        import ray
+
+        if ex.phase == "placing":
+            self._await(ex, [self.submitter.rendezvous(ex)])
+            return
+        if ex.phase == "rendezvous":
+            try:
+                addr, port = ray.get(ref)
+            except Exception as exc:
+                self.finish(ex, RunResult.failed(f"rendezvous on node 0 failed: {exc}", "infrastructure"))
+                return
+            specs = multi_node_specs(ex.spec, ex.demand, addr, int(port))
+            self._await(ex, self.submitter.launch_nodes(ex, specs))
+            return
+        index = ex.node_refs.index(ref)
+        try:
+            node = ray.get(ref)
+        except Exception as exc:
+            self.finish(ex, RunResult.failed(describe_ray_failure(exc, index), "infrastructure"))
+            return
+        ex.node_results[index] = node
+        res = RunResult.from_dict(node["result"])
+        if not res.succeeded:
+            self.finish(ex, res)
+        elif len(ex.node_results) == len(ex.node_refs):
+            self.finish(ex, RunResult.from_dict(ex.node_results[0]["result"]))
+
+    def check_deadlines(self) -> None:
+        now = time.monotonic()
+        for ex in [e for e in self.executions.values() if now > e.deadline]:
+            msg = f"no result within {ex.spec.timeout_s:g} s + {TIMEOUT_GRACE_S:g} s grace (backstop)"
+            self.finish(ex, RunResult.failed(msg, "timeout"), retryable=False)
+
+    def take_progress(self) -> dict[int, Progress]:
+        """The board's latest reports, without ever blocking the loop (leases must not wait on it)."""
+        import ray
+
+        out: dict[int, Progress] = {}
+        pending = self._progress_ref
+        if pending is not None:
+            ready, _ = ray.wait([pending], timeout=0)
+            if not ready:
+                return out
+            try:
+                out = ray.get(pending)
+            except Exception as exc:  # progress is best effort; leases are not
+                log.warning("progress board unavailable: %s", exc)
+        board = self.submitter.board
+        self._progress_ref = board.take.remote() if self.executions and board else None
+        return out
+
+    # --- finishing --------------------------------------------------------------------------------
+
+    def finish(self, ex: Execution, result: RunResult, *, retryable: bool = True) -> None:
+        self.submitter.kill(ex)
+        self.finished.append(ex.outcome(result, retryable=retryable))
+        self._forget(ex)
+
+    def _await(self, ex: Execution, refs: list[Any]) -> None:
+        for ref in refs:
+            self._ref_owner[ref] = ex.run_id
+
+    def _forget(self, ex: Execution) -> None:
+        for ref in ex.waiting:
+            self._ref_owner.pop(ref, None)
+        ex.waiting.clear()
+        self.executions.pop(ex.run_id, None)
+
+
+def describe_ray_failure(exc: BaseException, node: int) -> str:
+    """The reason a node task produced no result, in words a user can act on."""
+    from ray import exceptions as rx
+
+    where = f"node task {node}"
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    if isinstance(exc, rx.OutOfMemoryError):
+        return f"{where}: the worker ran out of memory and was killed by Ray ({first})"
+    if isinstance(exc, rx.WorkerCrashedError):
+        return f"{where}: the Ray worker crashed or was killed ({first})"
+    if isinstance(exc, rx.NodeDiedError):
+        return f"{where}: the Ray node died ({first})"
+    if isinstance(exc, rx.TaskCancelledError):
+        return f"{where}: cancelled"
+    if isinstance(exc, rx.RuntimeEnvSetupError):
+        return f"{where}: could not set up the runtime environment (image): {first}"
+    return f"{where}: {type(exc).__name__}: {first}"
