@@ -10,8 +10,9 @@ its assumptions and its sources; in short:
   ``s*b*h*(34 + 5*a*s/h)`` bytes in 16-bit (Korthikanti et al. 2022, Table 2), generalised to the
   FFN width, gated MLPs and grouped-query attention, without the ``5*a*s/h`` score term under
   flash/SDPA attention, divided by tensor parallel; a checkpointed layer keeps its input only
-  (``2*s*b*h`` bytes in 16-bit).
-* **Calibration**. ``peak(k) = alpha + delta_g + psi_A * A * (L - k) + psi_C * C * k`` is a linear
+  (``2*s*b*h`` bytes in 16-bit), while the one being recomputed in backward holds its activations
+  again, so at least one layer's full activations are always counted (:func:`full_layers`).
+* **Calibration**. ``peak(k) = alpha + delta_g + psi_A * A * max(L-k, 1) + psi_C * C * k`` is a linear
   model in (alpha, delta_g, psi_A, psi_C) with A, C the prior's per-layer bytes and delta_g an offset
   per group of runs (release x factors other than ckpt_opt). It is fitted by regularised least
   squares whose regulariser is the prior (a Gaussian prior: the fit starts at, and without data stays
@@ -119,9 +120,17 @@ class ModelShape:
         return self.n_layers * self.layer_params + embed * (1 if self.tie_embeddings else 2) + self.hidden
 
 
+def full_layers(k: int, n_layers: int) -> int:
+    """Layers whose full activations are held at the peak: the L - k not checkpointed, but never
+    fewer than one, because during backward the checkpointed layer being recomputed holds its full
+    activations again. So checkpointing the last layer saves (almost) nothing: k = L - 1 and k = L
+    peak alike, as measured (docs/advisor.md)."""
+    return max(n_layers - k, 1)
+
+
 @dataclass(frozen=True)
 class MemoryPrior:
-    """The analytical estimate, in GiB per device; ``peak(k) = fixed + A*(L-k) + C*k``."""
+    """The analytical estimate, in GiB per device; ``peak(k) = fixed + A*max(L-k, 1) + C*k``."""
 
     weights_gib: float
     gradients_gib: float
@@ -143,9 +152,8 @@ class MemoryPrior:
         return self.baseline_gib + self.static_gib + self.head_gib
 
     def peak_gib(self, k: int) -> float:
-        return (
-            self.fixed_gib + self.layer_activation_gib * (self.n_layers - k) + self.layer_checkpointed_gib * k
-        )
+        full = full_layers(k, self.n_layers)
+        return self.fixed_gib + self.layer_activation_gib * full + self.layer_checkpointed_gib * k
 
 
 def layer_activation_bytes(shape: ModelShape) -> float:
@@ -354,7 +362,7 @@ def pool_layer_coefficients(similar: Sequence[SimilarWorkload]) -> LayerCoeffici
                 continue
             x = np.zeros(n_w + 2)
             x[i] = 1.0
-            x[n_w] = w.prior.layer_activation_gib * (w.prior.n_layers - o.ckpt_layers)
+            x[n_w] = w.prior.layer_activation_gib * full_layers(o.ckpt_layers, w.prior.n_layers)
             x[n_w + 1] = w.prior.layer_checkpointed_gib * o.ckpt_layers
             rows.append(x)
             ys.append(o.peak_memory_gib)
@@ -393,7 +401,7 @@ class MemoryModel:
         x[0] = 1.0
         if self.target_group in self.groups:
             x[1 + self.groups.index(self.target_group)] = 1.0
-        x[-2] = self.prior.layer_activation_gib * (self.prior.n_layers - k)
+        x[-2] = self.prior.layer_activation_gib * full_layers(k, self.prior.n_layers)
         x[-1] = self.prior.layer_checkpointed_gib * k
         return x
 
@@ -432,7 +440,7 @@ def fit_memory(
     for r, o in enumerate(obs):
         X[r, 0] = 1.0
         X[r, 1 + groups.index(o.group)] = 1.0
-        X[r, -2] = prior.layer_activation_gib * (prior.n_layers - o.ckpt_layers)
+        X[r, -2] = prior.layer_activation_gib * full_layers(o.ckpt_layers, prior.n_layers)
         X[r, -1] = prior.layer_checkpointed_gib * o.ckpt_layers
     y = np.array([o.peak_memory_gib for o in obs], dtype=float)
     scale = float(np.mean(y)) if len(y) else prior.peak_gib(0)
