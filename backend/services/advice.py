@@ -63,6 +63,7 @@ class UsedRun:
     ckpt_layers: int
     peak_memory_gib: float | None
     step_time_s: float | None
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ def _run_json(r: UsedRun) -> dict[str, Any]:
         "ckpt_layers": r.ckpt_layers,
         "peak_memory_gib": r.peak_memory_gib,
         "step_time_s": r.step_time_s,
+        "group": r.group,
     }
 
 
@@ -402,7 +404,7 @@ def _observe(run: Run, workload: Workload, n_layers: int) -> tuple[model.Observa
     if peak is None and step is None:
         return "it has neither peak memory nor step time"
     obs = model.Observation(run.id, k, run_group(run.release, run.variant), peak, step)
-    used = UsedRun(run.id, run.release.ref, run.variant.name, workload.name, k, peak, step)
+    used = UsedRun(run.id, run.release.ref, run.variant.name, workload.name, k, peak, step, obs.group)
     return obs, used
 
 
@@ -520,3 +522,34 @@ def _similar_workloads(
             prior = model.memory_prior(other_shape, baseline_gib=baseline, baseline_sd_gib=baseline_sd)
             out.append(model.SimilarWorkload(other.name, prior, tuple(obs)))
     return out, used
+
+
+@dataclass(frozen=True)
+class ReleaseAdvice:
+    """The advice for every (cluster, workload) a release ran, for its report and page."""
+
+    release: str
+    items: tuple[CheckpointingAdvice, ...]
+    not_advised: tuple[str, ...]  # "cluster / workload: why"
+
+
+def release_advice(session: Session, release_ref: str) -> ReleaseAdvice:
+    """:func:`checkpointing_advice` for each (cluster, workload) with succeeded runs of the release,
+    at the cluster's known device memory and the default utilisation; pairs it cannot advise on
+    (no layer count, unknown device memory) are listed with the reason."""
+    release = catalog.get_release(session, release_ref, "release")
+    pairs = session.execute(
+        select(Cluster.name, Workload.name)
+        .join(Run, Run.cluster_id == Cluster.id)
+        .join(Workload, Run.workload_id == Workload.id)
+        .where(Run.release_id == release.id, Run.status == RunStatus.succeeded.value)
+        .distinct()
+        .order_by(Cluster.name, Workload.name)
+    ).all()
+    items, skipped = [], []
+    for cluster, workload in pairs:
+        try:
+            items.append(checkpointing_advice(session, release.ref, cluster, workload))
+        except ValidationProblem as exc:
+            skipped.append(f"{cluster} / {workload}: {exc.errors[0].msg if exc.errors else exc.detail}")
+    return ReleaseAdvice(release.ref, tuple(items), tuple(skipped))
