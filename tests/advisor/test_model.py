@@ -171,6 +171,7 @@ def test_recommendation_is_the_smallest_k_whose_upper_bound_fits() -> None:
     base = recommend(prior, obs, device_memory_gib=1000, target_group="g")
     highs = [row.high_gib for row in base.table]
     assert base.recommended_ckpt_layers == 0 and base.fits and base.shortfall_gib is None
+    assert base.message.startswith("no checkpointing needed: predicted peak")
     # a budget between the upper bounds at k = 9 and k = 10
     budget = (highs[9] + highs[10]) / 2
     advice = recommend(prior, obs, device_memory_gib=budget / 0.9, utilisation=0.9, target_group="g")
