@@ -66,7 +66,7 @@ def workload(shape: Shape) -> dict[str, object]:
 
 def run_sweep(shape: Shape, repeats: int, log_dir: str) -> list[model.Observation]:
     runner = get_runner("torch-llm")
-    out = []
+    out: list[model.Observation] = []
     for r in range(repeats):
         for k in shape.ks:
             spec = RunSpec(

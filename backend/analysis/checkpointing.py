@@ -498,7 +498,7 @@ def fit_step_time(prior: MemoryPrior, observations: Sequence[Observation]) -> Ti
     for r, o in enumerate(obs):
         X[r, groups.index(o.group)] = 1.0
         X[r, -1] = o.ckpt_layers
-    y = np.log([o.step_time_s for o in obs]) if obs else np.zeros(0)
+    y = np.log([float(o.step_time_s or 0.0) for o in obs]) if obs else np.zeros(0)
     for i, g in enumerate(groups):
         mu[i] = float(np.mean([v for o, v in zip(obs, y, strict=True) if o.group == g]))
     fit = fit_linear(X, y, mu, sd, noise_sd=TIME_NOISE, names=(*(f"group:{g}" for g in groups), "lambda"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -12,11 +13,12 @@ from ablate.backend.cli.releases import load_release_file
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Cluster, Run, Variant, Workload
 from ablate.backend.schemas.studies import StudyPlan
-from ablate.backend.services import catalog, studies
+from ablate.backend.services import catalog, studies, tokens
 from ablate.backend.services.advice import workload_shape
 from ablate.backend.services.errors import ValidationProblem
 from ablate.workers.runners.base import RunSpec, get_runner
 from tests.examples.helpers import DEMO_RELEASE, PLANS, load_yaml
+from tests.support.live_server import start_live_server
 
 SWEEP_PLAN = PLANS / "cpu-ckpt-sweep.yaml"
 
@@ -128,3 +130,33 @@ def test_a_torch_llm_run_records_what_the_advisor_reads(tmp_path: Path) -> None:
         2,
     )
     assert got.gated_mlp and got.tie_embeddings and got.attention == "sdpa"
+
+
+def test_a_sweep_plan_over_the_api(db_url: str) -> None:
+    live = start_live_server(db_url)
+    try:
+        with live.database.transaction() as session:
+            catalog.upsert_release(session, load_release_file(DEMO_RELEASE))
+            _, secret = tokens.create_token(session, "admin", "admin")
+        headers = {"Authorization": f"Bearer {secret}"}
+        body = load_yaml(SWEEP_PLAN)
+        r = httpx.post(f"{live.api}/studies", json=body, headers=headers, timeout=60)
+        assert r.status_code == 201, r.text
+        study = r.json()
+        assert study["variants"] == [f"Base ckpt_layers={k}" for k in (0, 2, 4, 6, 8)]
+        assert len(study["runs"]) == 10 and study["plan"]["sweep"] is None  # stored expanded
+        assert [v["name"] for v in study["plan"]["variants"]] == study["variants"]
+        bad = httpx.post(
+            f"{live.api}/studies",
+            json={**body, "sweep": {"ckpt_layers": [0, 16]}},
+            headers=headers,
+            timeout=60,
+        )
+        assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+        assert "ckpt_layers 16 outside 0..8" in bad.json()["detail"]
+        named = httpx.post(
+            f"{live.api}/studies", json={**body, "variants": ["Base"]}, headers=headers, timeout=60
+        )
+        assert named.status_code == 422 and "is given by name" in named.text
+    finally:
+        live.stop()
