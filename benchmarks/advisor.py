@@ -11,6 +11,7 @@ Reports the absolute error of the predicted peak in percent of the measured one,
 
     .venv/bin/python benchmarks/advisor.py                 # the default shapes, 1 thread
     .venv/bin/python benchmarks/advisor.py --repeats 2     # two runs per k
+    .venv/bin/python benchmarks/advisor.py --scale         # time of the report's advice at production size
 
 Prints a Markdown table; not a test.
 """
@@ -159,12 +160,70 @@ def merge(scores: list[Score]) -> Score:
     )
 
 
+def scale(
+    workloads: int = 20, variants: int = 5, repeats: int = 5, releases: int = 11, reps: int = 5
+) -> None:
+    """Seconds of ``release_advice`` (what the report and the release page add) on a SQLite
+    database of ``releases`` x ``workloads`` x ``variants`` x ``repeats`` runs, the size
+    benchmarks/report.py uses; every workload a llama-1b shape with its own micro-batch."""
+    from ablate.backend.db import migrate
+    from ablate.backend.db.database import Database
+    from ablate.backend.schemas.results import ResultsBatch
+    from ablate.backend.services.advice import release_advice
+    from ablate.backend.services.ingest import submit_results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database.from_url(f"sqlite:///{tmp}/scale.sqlite")
+        migrate.upgrade(db.engine)
+        cluster = {"name": "h200-1x8", "accelerator": "gpu", "device_model": "H200", "devices_per_node": 8}
+        for t in range(releases):
+            rows = []
+            for w in range(workloads):
+                wl = {
+                    "name": f"llama-1b-mb{w + 1}",
+                    "model": "llama-1b",
+                    "seq_len": 4096,
+                    "micro_batch": w + 1,
+                }
+                for v in range(variants):
+                    k = 16 if v == variants - 1 else 0
+                    variant = {"name": f"V{v}", "factors": ["ckpt_opt"] if k else []}
+                    for r in range(repeats):
+                        peak = 20 + (w + 1) * (1.5 * max(16 - k, 1) + 0.06 * k) * (1 + 0.003 * r)
+                        metrics = {"peak_memory_gib": peak, "step_time_s": 1.0 + 0.02 * k + 0.001 * r}
+                        rows.append({"release": {"image": "scale", "tag": f"1.{t}", "platform": "gpu"},
+                                     "cluster": cluster, "workload": wl, "variant": variant, "repeat": r,
+                                     "metrics": metrics})  # fmt: skip
+            with db.transaction() as session:
+                batch = ResultsBatch.model_validate({"results": rows})
+                submit_results(session, batch, token_scope="admin", idempotency_key=None)
+        times, cpu = [], []
+        for _ in range(reps):
+            t0, c0 = time.perf_counter(), time.process_time()
+            with db.read() as session:
+                advice = release_advice(session, f"scale:1.{releases - 1}")
+            times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        db.dispose()
+    n = releases * workloads * variants * repeats
+    print(
+        f"release_advice over {n} runs, {len(advice.items)} workloads advised: median wall "
+        f"{statistics.median(times) * 1000:.0f} ms, CPU {statistics.median(cpu) * 1000:.0f} ms ({reps} reps)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument(
+        "--scale", action="store_true", help="Time the report's advice at production size instead."
+    )
     ap.add_argument("--save", type=Path, help="Write the measured runs here (JSON).")
     ap.add_argument("--load", type=Path, help="Score runs measured before (JSON from --save) instead.")
     args = ap.parse_args()
+    if args.scale:
+        scale()
+        return
     stored = json.loads(args.load.read_text()) if args.load else {}
     measured: dict[str, list[list[float]]] = {}
     rows = []

@@ -301,17 +301,18 @@ def fit_linear(
     cov0 = np.diag(np.asarray(prior_sd, dtype=float) ** 2) if prior_cov is None else np.asarray(prior_cov)
     prec0 = np.linalg.inv(cov0)
     n = len(y)
+    xtx = X.T @ X  # (p x p): the iterations never form an n x n matrix
     sigma = noise_sd
     mean, cov = mu0, cov0
     dof = math.inf  # without data the prior sds are the whole story: normal quantiles
     for _ in range(50 if n else 1):
-        prec = prec0 + X.T @ X / sigma**2
+        prec = prec0 + xtx / sigma**2
         cov = np.linalg.inv(prec)
         mean = cov @ (prec0 @ mu0 + X.T @ y / sigma**2)
         if not n:
             break
         resid = y - X @ mean
-        p_eff = float(np.trace(X @ cov @ X.T)) / sigma**2  # parameters the data really determine
+        p_eff = float(np.trace(cov @ xtx)) / sigma**2  # parameters the data really determine
         dof = max(noise_dof + n - p_eff, 1.0)
         new = math.sqrt((noise_dof * noise_sd**2 + float(resid @ resid)) / dof)
         if abs(new - sigma) <= 1e-9 * max(sigma, 1e-12):

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from ablate.backend.analysis import checkpointing as model
-from ablate.backend.db.models import Cluster, Release, Run, RunStatus, Variant, Workload
+from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
 from ablate.backend.services import catalog
 from ablate.backend.services.errors import ValidationProblem
 from ablate.workers.runners.base import normalize_factor
@@ -354,9 +354,76 @@ def device_memory(cluster: Cluster, memory_gib: float | None) -> tuple[float, st
 # Runs --------------------------------------------------------------------------------------------
 
 
-def run_ckpt_layers(run: Run, variant: Variant, workload: Workload, n_layers: int) -> int | None:
+@dataclass(frozen=True)
+class StoredRun:
+    """What the advisor reads of one succeeded run."""
+
+    id: int
+    workload_id: int
+    release_id: int
+    release: str
+    variant: Variant
+    provenance: dict[str, Any]
+    environment: dict[str, Any]
+    metrics: dict[str, float]
+
+
+class ClusterRuns:
+    """The succeeded runs of one cluster, by workload: three queries, whatever the number of runs
+    (runs, the metrics the advisor reads, their releases and variants), loaded once per cluster."""
+
+    def __init__(self, session: Session, cluster: Cluster) -> None:
+        ok = (Run.cluster_id == cluster.id, Run.status == RunStatus.succeeded.value)
+        rows = session.execute(
+            select(Run.id, Run.workload_id, Run.release_id, Run.variant_id, Run.provenance, Run.environment)
+            .where(*ok)
+            .order_by(Run.id)
+        ).all()
+        metrics: dict[int, dict[str, float]] = {}
+        for run_id, name, value in session.execute(
+            select(RunMetric.run_id, RunMetric.name, RunMetric.value)
+            .join(Run, RunMetric.run_id == Run.id)
+            .where(*ok, RunMetric.name.in_([*MEMORY_METRICS, "step_time_s"]))
+        ):
+            metrics.setdefault(run_id, {})[name] = value
+        variants = {
+            v.id: v for v in session.scalars(select(Variant).where(Variant.id.in_({r[3] for r in rows})))
+        }
+        releases = {
+            r.id: r.ref for r in session.scalars(select(Release).where(Release.id.in_({r[2] for r in rows})))
+        }
+        self.by_workload: dict[int, list[StoredRun]] = {}
+        for run_id, workload_id, release_id, variant_id, prov, env in rows:
+            run = StoredRun(
+                run_id, workload_id, release_id, releases[release_id], variants[variant_id],
+                dict(prov or {}), dict(env or {}), metrics.get(run_id, {}),
+            )  # fmt: skip
+            self.by_workload.setdefault(workload_id, []).append(run)
+        self._observed: dict[int, tuple[list[model.Observation], list[UsedRun], list[tuple[int, str]]]] = {}
+
+    def observe(
+        self, workload: Workload, n_layers: int
+    ) -> tuple[list[model.Observation], list[UsedRun], list[tuple[int, str]]]:
+        """The workload's runs as observations, with what was used and what was skipped (memoised:
+        a release's advice looks at every other workload of the cluster once per workload)."""
+        if workload.id not in self._observed:
+            obs: list[model.Observation] = []
+            used: list[UsedRun] = []
+            skipped: list[tuple[int, str]] = []
+            for run in self.by_workload.get(workload.id, []):
+                seen = _observe(run, workload, n_layers)
+                if isinstance(seen, str):
+                    skipped.append((run.id, seen))
+                else:
+                    obs.append(seen[0])
+                    used.append(seen[1])
+            self._observed[workload.id] = (obs, used, skipped)
+        return self._observed[workload.id]
+
+
+def run_ckpt_layers(run: StoredRun, workload: Workload, n_layers: int) -> int | None:
     """k of a run, from what it recorded, else from its variant (None when it cannot be told)."""
-    prov = run.provenance or {}
+    prov, variant = run.provenance, run.variant
     k = _int(prov.get("ckpt_layers"))
     if k is not None:
         return k
@@ -364,7 +431,7 @@ def run_ckpt_layers(run: Run, variant: Variant, workload: Workload, n_layers: in
     if match:
         return int(match.group(1))
     factors = {normalize_factor(f) for f in variant.factors or []}
-    env = {**(variant.env or {}), **(run.environment or {})}
+    env = {**(variant.env or {}), **run.environment}
     if "ckpt_opt" not in factors and not _bool(env.get("CHECKPOINT_OPTIMIZATION")):
         return 0
     opts = {**(workload.runner_options or {}), **(variant.runner_options or {})}
@@ -373,42 +440,30 @@ def run_ckpt_layers(run: Run, variant: Variant, workload: Workload, n_layers: in
     return n_layers if (workload.runner or TORCH_LLM) == TORCH_LLM else None
 
 
-def run_group(release: Release, variant: Variant) -> str:
+def run_group(release: str, variant: Variant) -> str:
     """Runs that should agree apart from k: one release, one set of other factors."""
     others = sorted({normalize_factor(f) for f in variant.factors or []} - {"ckpt_opt"})
-    return f"{release.ref} [{', '.join(others) or 'no factors'}]"
+    return f"{release} [{', '.join(others) or 'no factors'}]"
 
 
-def _succeeded_runs(session: Session, cluster: Cluster, workload_ids: list[int] | None) -> list[Run]:
-    query = (
-        select(Run)
-        .where(Run.cluster_id == cluster.id, Run.status == RunStatus.succeeded.value)
-        .options(selectinload(Run.metrics), selectinload(Run.variant), selectinload(Run.release))
-        .order_by(Run.id)
-    )
-    if workload_ids is not None:
-        query = query.where(Run.workload_id.in_(workload_ids))
-    return list(session.scalars(query))
-
-
-def _observe(run: Run, workload: Workload, n_layers: int) -> tuple[model.Observation, UsedRun] | str:
+def _observe(run: StoredRun, workload: Workload, n_layers: int) -> tuple[model.Observation, UsedRun] | str:
     """The run as an observation of the model, or why it cannot be one."""
-    k = run_ckpt_layers(run, run.variant, workload, n_layers)
+    k = run_ckpt_layers(run, workload, n_layers)
     if k is None:
         return "its ckpt_layers is unknown (record ckpt_layers in its provenance)"
     if not 0 <= k <= n_layers:
         return f"its ckpt_layers {k} is outside 0..{n_layers}"
-    values = {m.name: m.value for m in run.metrics}
+    values = run.metrics
     peak = next((values[m] for m in MEMORY_METRICS if m in values), None)
     step = values.get("step_time_s")
     if peak is None and step is None:
         return "it has neither peak memory nor step time"
     obs = model.Observation(run.id, k, run_group(run.release, run.variant), peak, step)
-    used = UsedRun(run.id, run.release.ref, run.variant.name, workload.name, k, peak, step, obs.group)
+    used = UsedRun(run.id, run.release, run.variant.name, workload.name, k, peak, step, obs.group)
     return obs, used
 
 
-def _target_group(release: Release, runs: list[Run]) -> str:
+def _target_group(release: Release, runs: list[StoredRun]) -> str:
     """The group the advice is for: the release, with the factor set most of its runs used."""
     mine = Counter(run_group(r.release, r.variant) for r in runs if r.release_id == release.id)
     if mine:
@@ -437,24 +492,29 @@ def checkpointing_advice(
     release = catalog.get_release(session, release_ref, "release")
     cluster = catalog.get_named(session, Cluster, cluster_name, "cluster")
     workload = catalog.get_named(session, Workload, workload_name, "workload")
-    runs = _succeeded_runs(session, cluster, [workload.id])
+    return _advise(
+        session, release, cluster, workload, ClusterRuns(session, cluster), memory_gib, utilisation
+    )
+
+
+def _advise(
+    session: Session,
+    release: Release,
+    cluster: Cluster,
+    workload: Workload,
+    data: ClusterRuns,
+    memory_gib: float | None,
+    utilisation: float,
+) -> CheckpointingAdvice:
+    runs = data.by_workload.get(workload.id, [])
     shape, source = workload_shape(workload, cluster, runs[-1].provenance if runs else None)
     gib, memory_source = device_memory(cluster, memory_gib)
     baseline, baseline_sd = BASELINE_GIB.get(cluster.accelerator, (0.0, 0.5))
     prior = model.memory_prior(shape, baseline_gib=baseline, baseline_sd_gib=baseline_sd)
 
-    observations: list[model.Observation] = []
-    used: list[UsedRun] = []
-    skipped: list[tuple[int, str]] = []
-    for run in runs:
-        seen = _observe(run, workload, shape.n_layers)
-        if isinstance(seen, str):
-            skipped.append((run.id, seen))
-        else:
-            observations.append(seen[0])
-            used.append(seen[1])
+    observations, used, skipped = data.observe(workload, shape.n_layers)
 
-    similar, similar_used = _similar_workloads(session, cluster, workload, shape, baseline, baseline_sd)
+    similar, similar_used = _similar_workloads(session, cluster, workload, shape, data, baseline, baseline_sd)
     target = _target_group(release, runs)
     try:
         advice = model.recommend(
@@ -468,6 +528,8 @@ def checkpointing_advice(
         notes.append("attention kind not stated: flash assumed (runner_options attention: eager if not)")
     if not any(r.release_id == release.id for r in runs) and runs:
         notes.append(f"no run of {release.ref} yet: its offset from the other releases is unknown")
+    in_fit = set(advice.memory_run_ids) | set(advice.time_run_ids)
+    similar_ids = set(advice.similar_run_ids)
     return CheckpointingAdvice(
         release=release.ref,
         cluster=cluster.name,
@@ -477,8 +539,8 @@ def checkpointing_advice(
         device_memory_source=memory_source,
         target_group=target,
         advice=advice,
-        runs=tuple(u for u in used if u.id in set(advice.memory_run_ids) | set(advice.time_run_ids)),
-        similar_runs=tuple(u for u in similar_used if u.id in set(advice.similar_run_ids)),
+        runs=tuple(u for u in used if u.id in in_fit),
+        similar_runs=tuple(u for u in similar_used if u.id in similar_ids),
         skipped_runs=tuple(skipped),
         notes=tuple(notes),
     )
@@ -489,35 +551,28 @@ def _similar_workloads(
     cluster: Cluster,
     workload: Workload,
     shape: model.ModelShape,
+    data: ClusterRuns,
     baseline: float,
     baseline_sd: float,
 ) -> tuple[list[model.SimilarWorkload], list[UsedRun]]:
     """Other workloads on the same cluster whose shape is similar, with their runs."""
-    others = list(session.scalars(select(Workload).where(Workload.id != workload.id).order_by(Workload.name)))
-    if not others:
+    ids = [i for i in data.by_workload if i != workload.id]
+    if not ids:
         return [], []
-    runs = _succeeded_runs(session, cluster, [w.id for w in others])
-    by_workload: dict[int, list[Run]] = {}
-    for run in runs:
-        by_workload.setdefault(run.workload_id, []).append(run)
+    others = session.scalars(select(Workload).where(Workload.id.in_(ids)).order_by(Workload.name))
     out: list[model.SimilarWorkload] = []
     used: list[UsedRun] = []
     for other in others:
-        mine = by_workload.get(other.id)
-        if not mine:
-            continue
+        mine = data.by_workload[other.id]
         try:
             other_shape, _ = workload_shape(other, cluster, mine[-1].provenance)
         except ValidationProblem:
             continue  # a workload without a shape cannot inform per-layer coefficients
         if not model.similar_shapes(shape, other_shape):
             continue
-        obs = []
-        for run in mine:
-            seen = _observe(run, other, other_shape.n_layers)
-            if not isinstance(seen, str) and seen[0].peak_memory_gib is not None:
-                obs.append(seen[0])
-                used.append(seen[1])
+        all_obs, all_used, _ = data.observe(other, other_shape.n_layers)
+        obs = [o for o in all_obs if o.peak_memory_gib is not None]
+        used += [u for u in all_used if u.peak_memory_gib is not None]
         if obs:
             prior = model.memory_prior(other_shape, baseline_gib=baseline, baseline_sd_gib=baseline_sd)
             out.append(model.SimilarWorkload(other.name, prior, tuple(obs)))
@@ -547,9 +602,16 @@ def release_advice(session: Session, release_ref: str) -> ReleaseAdvice:
         .order_by(Cluster.name, Workload.name)
     ).all()
     items, skipped = [], []
-    for cluster, workload in pairs:
+    loaded: dict[str, tuple[Cluster, ClusterRuns]] = {}
+    for cluster_name, workload_name in pairs:
+        if cluster_name not in loaded:
+            cluster = catalog.get_named(session, Cluster, cluster_name, "cluster")
+            loaded[cluster_name] = (cluster, ClusterRuns(session, cluster))
+        cluster, data = loaded[cluster_name]
+        workload = catalog.get_named(session, Workload, workload_name, "workload")
         try:
-            items.append(checkpointing_advice(session, release.ref, cluster, workload))
+            items.append(_advise(session, release, cluster, workload, data, None, model.DEFAULT_UTILISATION))
         except ValidationProblem as exc:
-            skipped.append(f"{cluster} / {workload}: {exc.errors[0].msg if exc.errors else exc.detail}")
+            why = exc.errors[0].msg if exc.errors else exc.detail
+            skipped.append(f"{cluster_name} / {workload_name}: {why}")
     return ReleaseAdvice(release.ref, tuple(items), tuple(skipped))
