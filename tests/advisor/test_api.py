@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -147,6 +148,10 @@ def test_cli_prints_the_table(server: tuple[LiveServer, dict[str, list[int]]], d
     assert advice.message in " ".join(result.output.split())
     assert f"{advice.recommended_ckpt_layers} <-" in result.output
     assert "basis: measured" in result.output
+    as_json = CliRunner().invoke(cli, [*good, "--json", "--url", db_url])
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout)["recommended_ckpt_layers"] == (
+        advice.recommended_ckpt_layers
+    )
     # The real console script: a bad input ends with one line and exit code 1.
     ablate = str(Path(sys.executable).parent / "ablate")
     for extra, text in (
