@@ -10,6 +10,7 @@ from fastapi.openapi.utils import get_openapi
 from ablate.backend import __version__, web
 from ablate.backend.api import problems
 from ablate.backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
+from ablate.backend.api.routes import advice as advice_routes
 from ablate.backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
 from ablate.backend.api.routes import comparison as comparison_routes
 from ablate.backend.config import Settings, get_settings
@@ -49,6 +50,7 @@ def create_app(
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
     for module in (catalog, studies, runs, results, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(advice_routes.router, prefix=API_PREFIX)
     # The dashboard: pages after the API routes, its static files, and HTML 404s for non-API paths
     # (installed after problems.install so API paths keep their problem+json answers).
     app.include_router(web.router)

@@ -12,6 +12,7 @@ from ablate.backend.cli.common import console, open_database, settings
 from ablate.backend.cli.serve import prepare_database
 from ablate.backend.errors import AblateError
 from ablate.backend.reports import FORMATS, render
+from ablate.backend.services.advice import release_advice
 from ablate.backend.services.comparison import ComparisonOptions, build_release_comparison
 from ablate.backend.services.runs import check_metric_names
 
@@ -44,9 +45,10 @@ def report(
         with database.read() as session:
             check_metric_names(session, options.metrics or (), "--metric")
             comparison = build_release_comparison(session, ref, baseline_ref=baseline, options=options)
+            advice = release_advice(session, ref)
     finally:
         database.dispose()
-    body = render(comparison, fmt, generated_at=datetime.now(UTC) if timestamp else None)
+    body = render(comparison, fmt, generated_at=datetime.now(UTC) if timestamp else None, advice=advice)
     if output is None:
         sys.stdout.write(body)
         return

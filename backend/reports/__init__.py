@@ -7,6 +7,7 @@ the same data gives byte-identical output. A timestamp appears only when the cal
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from ablate.backend.services.comparison import ReleaseComparison
 
@@ -20,16 +21,20 @@ MEDIA_TYPES: dict[str, str] = {
 EXTENSIONS: dict[str, str] = {"html": "html", "md": "md", "csv": "csv", "json": "json"}
 
 
-def render(comparison: ReleaseComparison, fmt: str, *, generated_at: datetime | None = None) -> str:
-    """The report in ``fmt`` (one of :data:`FORMATS`) as text."""
+def render(
+    comparison: ReleaseComparison, fmt: str, *, generated_at: datetime | None = None, advice: Any = None
+) -> str:
+    """The report in ``fmt`` (one of :data:`FORMATS`) as text. ``advice`` (a
+    :class:`~ablate.backend.services.advice.ReleaseAdvice`) adds the checkpointing section to HTML
+    and Markdown."""
     if fmt == "html":
         from ablate.backend.reports.html import render_html
 
-        return render_html(comparison, generated_at=generated_at)
+        return render_html(comparison, generated_at=generated_at, advice=advice)
     if fmt == "md":
         from ablate.backend.reports.markdown import render_markdown
 
-        return render_markdown(comparison, generated_at=generated_at)
+        return render_markdown(comparison, generated_at=generated_at, advice=advice)
     if fmt == "csv":
         from ablate.backend.reports.csv import render_csv
 

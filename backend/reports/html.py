@@ -20,6 +20,8 @@ from ablate.backend import charts
 from ablate.backend.analysis.stats import Summary
 from ablate.backend.charts.ablation import factorial_effects
 from ablate.backend.reports import tables as t
+from ablate.backend.reports.checkpointing import advisor_section
+from ablate.backend.services.advice import ReleaseAdvice
 from ablate.backend.services.comparison import ReleaseComparison
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -127,9 +129,12 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
     return out
 
 
-def render_html(c: ReleaseComparison, *, generated_at: datetime | None = None) -> str:
+def render_html(
+    c: ReleaseComparison, *, generated_at: datetime | None = None, advice: ReleaseAdvice | None = None
+) -> str:
     template = _environment().get_template("report.html.j2")
     return template.render(
+        advisor=advisor_section(advice),
         c=c,
         overview=t.overview(c),
         regressions=t.regression_table(c),

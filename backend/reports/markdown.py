@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from ablate.backend.reports import tables as t
+from ablate.backend.reports.checkpointing import advisor_tables
+from ablate.backend.services.advice import ReleaseAdvice
 from ablate.backend.services.comparison import ReleaseComparison
 
 
@@ -30,7 +32,9 @@ def _bullets(title: str, items: tuple[str, ...] | list[str]) -> str:
     return f"### {title}\n\n{body}\n"
 
 
-def render_markdown(c: ReleaseComparison, *, generated_at: datetime | None = None) -> str:
+def render_markdown(
+    c: ReleaseComparison, *, generated_at: datetime | None = None, advice: ReleaseAdvice | None = None
+) -> str:
     parts = [f"# Ablation report: {c.release.ref}", ""]
     if generated_at is not None:
         parts += [f"_Generated {generated_at.isoformat()}_", ""]
@@ -44,6 +48,7 @@ def render_markdown(c: ReleaseComparison, *, generated_at: datetime | None = Non
     if factorial:
         parts += ["## Factorial effects", ""]
         parts += [table_md(x) for x in factorial]
+    parts += [table_md(x, level=2 if i == 0 else 3) for i, x in enumerate(advisor_tables(advice))]
     parts += [table_md(x) for x in t.delta_tables(c)]
     parts.append(table_md(t.manifest_table(c)))
     parts.append(_bullets("Known issues (release notes)", c.release.known_issues))

@@ -10,6 +10,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
 from ablate.backend.schemas.common import Name, NameOr, Out, ReleaseRef, Strict
+from ablate.backend.schemas.sweeps import Sweep, expand_ckpt_layers
 
 log = logging.getLogger("ablate.plans")
 RECOMMENDED_REPEATS = 5
@@ -36,6 +37,15 @@ class StudyPlan(Strict):
     repeats: Annotated[int, Field(ge=1, le=100)] = RECOMMENDED_REPEATS
     order_seed: Annotated[int, Field(ge=0, le=2**62)] | None = None
     created_by: Annotated[str, StringConstraints(max_length=200)] | None = None
+    # Expanded into the variants on validation (and then cleared), so the stored plan lists what runs.
+    sweep: Sweep | None = None
+
+    @model_validator(mode="after")
+    def _expand_sweep(self) -> StudyPlan:
+        if self.sweep is not None:
+            self.variants = expand_ckpt_layers(list(self.variants), self.sweep.ckpt_layers)
+            self.sweep = None
+        return self
 
     def advisories(self) -> list[str]:
         """Warnings about an accepted plan: what it will not be able to show."""

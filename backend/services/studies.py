@@ -25,6 +25,7 @@ from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog
 from ablate.backend.services.errors import NotFound, ValidationProblem
+from ablate.backend.services.sweeps import check_ckpt_layers
 
 DEFAULT_RUNNER = "torch-llm"
 # Serialises queue_order allocation between concurrent study creations on PostgreSQL.
@@ -61,6 +62,7 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
     _refuse_duplicates([v.name for v in variants], "variants")
     _refuse_duplicates([w.name for w in workloads], "workloads")
     _check_factors(cluster, variants, workloads)
+    check_ckpt_layers(variants, workloads)
 
     seed = plan.order_seed if plan.order_seed is not None else random.SystemRandom().randrange(2**31)
     study = Study(

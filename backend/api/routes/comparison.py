@@ -12,6 +12,7 @@ from ablate.backend.api.deps import database
 from ablate.backend.reports import MEDIA_TYPES, default_filename, render
 from ablate.backend.reports.json import render_json
 from ablate.backend.services import comparison as svc
+from ablate.backend.services.advice import release_advice
 from ablate.backend.services.compare_sides import API_FIELDS, compare_sides, parse_side
 
 router = APIRouter(tags=["comparison"], dependencies=[Depends(auth.read)])
@@ -119,7 +120,8 @@ def release_report(
     """
     with database(request).read() as session:
         result = svc.build_release_comparison(session, ref, baseline_ref=baseline, options=options)
-    body = render(result, format, generated_at=datetime.now(UTC) if timestamp else None)
+        advice = release_advice(session, ref)
+    body = render(result, format, generated_at=datetime.now(UTC) if timestamp else None, advice=advice)
     disposition = "attachment" if download else "inline"
     return Response(
         content=body,

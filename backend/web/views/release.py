@@ -23,6 +23,7 @@ from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
 from ablate.backend.web.filters import Filters
+from ablate.backend.web.views.checkpointing import AdvisorView, advisor_view
 from ablate.backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
 from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
 
@@ -132,10 +133,12 @@ class ReleasePage:
     manifest: list[ManifestRow]
     downloads: list[tuple[str, str, str]]  # (format, label, url)
     has_data: bool
+    advisor: AdvisorView | None = None  # the checkpointing advisor's section
 
     @property
     def chart_count(self) -> int:
-        return sum(len(s.charts) + sum(1 for t in s.tables if t.waterfall_html) for s in self.sections)
+        n = sum(len(s.charts) + sum(1 for t in s.tables if t.waterfall_html) for s in self.sections)
+        return n + (self.advisor.chart_count if self.advisor else 0)
 
 
 def options_from(settings: Settings) -> ComparisonOptions:
@@ -314,4 +317,5 @@ def release_page(session: Session, ref: str, filters: Filters, settings: Setting
         manifest=manifest_rows(comp.manifest_diff, comp.release.manifest),
         downloads=[(fmt, label, report_url(comp.release.ref, fmt)) for fmt, label in REPORT_FORMATS],
         has_data=any(c.succeeded for c in comp.cells),
+        advisor=advisor_view(session, comp.release.ref, filters),
     )

@@ -267,6 +267,30 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _advisor_provenance(cfg: TrainConfig, device: torch.device) -> dict[str, str]:
+    m = cfg.model
+    return {
+        "ckpt_layers": str(cfg.ckpt_layers),
+        "model_layers": str(m.n_layers),
+        "model_dim": str(m.dim),
+        "model_heads": str(m.n_heads),
+        "model_kv_heads": str(m.kv_heads),
+        "model_ffn": str(m.hidden),
+        "model_vocab": str(m.vocab_size),
+        "model_tied": str(m.tie_embeddings).lower(),
+        "model_gated_mlp": "true",  # SwiGLU
+        "seq_len": str(cfg.seq_len),
+        "micro_batch": str(cfg.micro_batch),
+        "precision_requested": cfg.precision,
+        "attention": "sdpa",  # F.scaled_dot_product_attention: no score matrix kept for backward
+        "peak_memory_measure": (
+            "torch.cuda.max_memory_allocated (peak_memory_reserved_gib: max_memory_reserved)"
+            if device.type == "cuda"
+            else "VmHWM: peak resident set of the run process"
+        ),
+    }
+
+
 def _provenance(
     cfg: TrainConfig, trainer: Trainer, device: torch.device, backend: str | None, fpt: float
 ) -> dict[str, str]:
@@ -287,6 +311,8 @@ def _provenance(
         "non_embedding_params": str(trainer.n_non_embedding),
         "flops_per_token": f"{fpt:.6g}",
         "activation_checkpointing": f"{cfg.ckpt_layers}/{m.n_layers} layers",
+        # What the checkpointing advisor reads (backend/services/advice.py): k, the shape, the memory measure.
+        **_advisor_provenance(cfg, device),
         "compile": trainer.notes.get("compile", "eager"),
         "precision": trainer.notes.get("precision", cfg.precision),
         "world_size": str(cfg.world_size),
