@@ -98,6 +98,7 @@ class LadderInput:
     metric: str
     unit: str | None = None
     baseline: str | None = None
+    better: str | None = None  # a custom metric's stored direction ("higher" / "lower")
 
 
 def analyze_ladder(
@@ -160,7 +161,7 @@ def analyze_ladders(
     samples: list[list[float]] = []
     pairs: list[Pair] = []
     for item in ladders:
-        mdef = describe_metric(item.metric, item.unit)
+        mdef = describe_metric(item.metric, item.unit, item.better)
         order: list[str] = []
         pooled: dict[str, list[float]] = {}
         for name, values in item.rungs:

@@ -81,12 +81,13 @@ def analyze_factorial(
     unit: str | None = None,
     factors: Sequence[str] | None = None,
     confidence: float = 0.95,
+    better: str | None = None,
 ) -> FactorialAnalysis:
     """Effects of each factor. A cell is (variant name or set of factors on, values).
 
     ``factors`` defaults to every factor seen, sorted; cells with equal factor sets are pooled.
     """
-    mdef = describe_metric(metric, unit)
+    mdef = describe_metric(metric, unit, better)
     sign = 1.0 if mdef.direction == "higher" else -1.0
 
     pooled: dict[frozenset[str], list[float]] = {}

@@ -93,6 +93,7 @@ class ReleasePair:
     contender: Sequence[float]
     metric: str
     unit: str | None = None
+    better: str | None = None  # a custom metric's stored direction ("higher" / "lower")
 
 
 def compare_releases_many(
@@ -153,7 +154,7 @@ def _compare(
     method: str,
 ) -> RegressionResult:
     metric = pair.metric
-    mdef = describe_metric(metric, pair.unit)
+    mdef = describe_metric(metric, pair.unit, pair.better)
     sign = 1.0 if mdef.direction == "higher" else -1.0
     reasons: list[str] = []
     mb = sorted_median(b) if b.size else None
@@ -264,6 +265,7 @@ class LookbackRequest:
     history_medians: Sequence[float]
     metric: str | None = None
     unit: str | None = None
+    better: str | None = None
 
 
 def lookback_many(
@@ -318,7 +320,7 @@ _Stats = tuple[Direction, list[float], float | None, float | None, float | None,
 
 def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
     """(direction, used, mean, std, t, p); t and p None when the lookback does not speak."""
-    direction: Direction = describe_metric(r.metric, r.unit).direction if r.metric else "higher"
+    direction: Direction = describe_metric(r.metric, r.unit, r.better).direction if r.metric else "higher"
     used = [float(x) for x in r.history_medians][-k:] if k > 0 else []
     mean = std = t = p = None
     if used:

@@ -39,6 +39,8 @@ class Rows:
     runs: dict[int, RunRow] = field(default_factory=dict)  # run id -> its row
     # run id -> metric -> (value, unit)
     metrics: dict[int, dict[str, tuple[float, str]]] = field(default_factory=lambda: defaultdict(dict))
+    # custom metric -> the direction ingest stored with it ("higher" / "lower")
+    directions: dict[str, str] = field(default_factory=dict)
 
 
 def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequence[int] = ()) -> Rows:
@@ -54,6 +56,7 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
         RunMetric.name,
         RunMetric.value,
         RunMetric.unit,
+        RunMetric.better,
     ).outerjoin(RunMetric, RunMetric.run_id == Run.id)
     if release_ids:
         query = query.where(Run.release_id.in_(list(release_ids)))
@@ -62,10 +65,12 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
     rows = Rows()
     # Core rows, not ORM entities: tens of thousands of tuples load several times faster.
     result = session.connection().execute(query).all()  # one bulk fetch, not a fetch per row
-    for rid, rel, cl, wl, var, rep, status, kind, name, value, unit in result:
+    for rid, rel, cl, wl, var, rep, status, kind, name, value, unit, better in result:
         rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind)
         if name is not None:
             rows.metrics[rid][name] = (float(value), unit)
+            if better is not None:
+                rows.directions.setdefault(name, better)
     return rows
 
 

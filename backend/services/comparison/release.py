@@ -218,10 +218,13 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
                 missing.append(f"{cell[2]} on {cell[1]} ({cell[0]}): metric {m} not reported")
     missing.extend(_busy_host_notes(current_runs, cat, env_rows))
 
-    ladders = _ladders(values, grid, variant_names, base, metrics, units, opts)
+    directions = rows.directions
+    ladders = _ladders(values, grid, variant_names, base, metrics, units, directions, opts)
     design = _factorial_design(release_variants)
-    factorials = _factorials(values, grid, design, metrics, units, opts) if design else ()
-    deltas, delta_notes = _deltas(by_release, cat, release, baseline, history, metrics, units, opts)
+    factorials = _factorials(values, grid, design, metrics, units, directions, opts) if design else ()
+    deltas, delta_notes = _deltas(
+        by_release, cat, release, baseline, history, metrics, units, directions, opts
+    )
     missing.extend(delta_notes)
     untestable = [d for d in deltas if d.verdict == "not testable"]
     if untestable:
@@ -379,6 +382,7 @@ def _ladders(
     base: str | None,
     metrics: Sequence[str],
     units: Mapping[str, str],
+    directions: Mapping[str, str],  # custom metric -> stored direction
     opts: ComparisonOptions,
 ) -> tuple[LadderEntry, ...]:
     keys: list[tuple[str, str, str]] = []
@@ -392,7 +396,7 @@ def _ladders(
                     (v, values.get((cluster, workload, v), {}).get(metric, ())) for v in variant_names
                 )
                 keys.append((cluster, workload, metric))
-                inputs.append(LadderInput(rungs, metric, unit, base))
+                inputs.append(LadderInput(rungs, metric, unit, base, directions.get(metric)))
     # One batched analysis for the whole release: its comparisons are one Benjamini-Hochberg family.
     analyses = analyze_ladders(
         inputs,
@@ -422,6 +426,7 @@ def _factorials(
     design: FactorialDesign,
     metrics: Sequence[str],
     units: Mapping[str, str],
+    directions: Mapping[str, str],  # custom metric -> stored direction
     opts: ComparisonOptions,
 ) -> tuple[FactorialEntry, ...]:
     out = []
@@ -434,7 +439,12 @@ def _factorials(
                     for variant, on in design.cells
                 ]
                 analysis = analyze_factorial(
-                    cells, metric, unit=unit, factors=design.factors, confidence=opts.confidence
+                    cells,
+                    metric,
+                    unit=unit,
+                    factors=design.factors,
+                    confidence=opts.confidence,
+                    better=directions.get(metric),
                 )
                 out.append(FactorialEntry(cluster, workload, metric, analysis))
     return tuple(out)
@@ -460,6 +470,7 @@ def _deltas(
     history: Sequence[Release],
     metrics: Sequence[str],
     units: Mapping[str, str],
+    directions: Mapping[str, str],  # custom metric -> stored direction
     opts: ComparisonOptions,
 ) -> tuple[tuple[ReleaseDelta, ...], list[str]]:
     """(the deltas, notes on what is missing); the checks of the release run as one batch each, so
@@ -500,11 +511,17 @@ def _deltas(
             else:
                 status = "compared"
                 pair = len(pairs)
-                pairs.append(ReleasePair(old, new, metric, unit))
+                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric)))
             if new and points:
                 look = len(looks)
                 looks.append(
-                    LookbackRequest(float(statistics.median(new)), [p.median for p in points], metric, unit)
+                    LookbackRequest(
+                        float(statistics.median(new)),
+                        [p.median for p in points],
+                        metric,
+                        unit,
+                        directions.get(metric),
+                    )
                 )
             if new or old:
                 rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points))

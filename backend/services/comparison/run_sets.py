@@ -122,7 +122,7 @@ def compare_run_sets(
             new = tuple(sorted(cont_cells[c_cell].get(metric, ())))
             if old and new:
                 delta_rows.append((label, metric, unit, "compared", len(checks)))
-                checks.append(ReleasePair(old, new, metric, unit))
+                checks.append(ReleasePair(old, new, metric, unit, rows.directions.get(metric)))
             else:
                 status = "no baseline data" if new else "no data in this release"
                 delta_rows.append((label, metric, unit, status, None))

@@ -1,0 +1,46 @@
+"""A custom metric's stated direction reaches every verdict: "%" says nothing, "better" decides."""
+
+from __future__ import annotations
+
+import pytest
+
+from ablate.backend.db.database import Database
+from ablate.backend.schemas.results import ResultsBatch
+from ablate.backend.services import comparison as svc
+from ablate.backend.services import ingest
+
+IMAGE = "training-direction-pytorch"
+
+
+def _submit(database: Database, better: str) -> None:
+    results = []
+    for tag, level in (("1.0", 50.0), ("1.1", 60.0)):  # the new release reads 20% higher
+        for repeat in range(5):
+            results.append(
+                {
+                    "release": {"image": IMAGE, "tag": tag, "platform": "gpu"},
+                    "cluster": {"name": "c", "accelerator": "gpu", "devices_per_node": 8},
+                    "workload": {"name": "w", "runner": "command"},
+                    "variant": {"name": "Base", "position": 0},
+                    "repeat": repeat,
+                    "metrics": {
+                        "throughput_tokens_per_s": 1000.0 + repeat,
+                        "host_wait": {"value": level + 0.1 * repeat, "unit": "%", "better": better},
+                    },
+                }
+            )
+    with database.transaction() as s:
+        ingest.submit_results(
+            s, ResultsBatch.model_validate({"results": results}), token_scope="admin", idempotency_key=None
+        )
+
+
+@pytest.mark.parametrize(("better", "verdict"), [("lower", "regressed"), ("higher", "improved")])
+def test_a_stated_direction_decides_the_verdict(database: Database, better: str, verdict: str) -> None:
+    _submit(database, better)
+    opts = svc.ComparisonOptions(metrics=("host_wait",), n_resamples=199)
+    with database.read() as s:
+        comparison = svc.build_release_comparison(s, f"{IMAGE}:1.1", options=opts)
+    (delta,) = [d for d in comparison.deltas if d.metric == "host_wait"]
+    assert comparison.baseline is not None and comparison.baseline.ref == f"{IMAGE}:1.0"
+    assert delta.verdict == verdict, delta
