@@ -93,8 +93,9 @@ def overview(c: ReleaseComparison) -> Table:
         rows.append(
             (
                 f"Verdicts ({m})",
-                f"{vc['regressed']} regressed, {vc['improved']} improved, {vc['unchanged']} unchanged, "
-                f"{vc['not testable']} not testable, {vc['not compared']} not compared",
+                f"{vc['regressed']} regressed, {vc['suspect']} suspect, {vc['improved']} improved, "
+                f"{vc['unchanged']} unchanged, {vc['not testable']} not testable, "
+                f"{vc['not compared']} not compared",
             )
         )
     return Table("overview", "Overview", ("Item", "Value"), tuple(rows))

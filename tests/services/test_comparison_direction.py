@@ -12,10 +12,11 @@ from ablate.backend.services import ingest
 IMAGE = "training-direction-pytorch"
 
 
-def _submit(database: Database, better: str) -> None:
+def _submit(database: Database, better: str, new: tuple[float, ...] = (60.0, 60.1, 60.2, 60.3, 60.4)) -> None:
     results = []
-    for tag, level in (("1.0", 50.0), ("1.1", 60.0)):  # the new release reads 20% higher
-        for repeat in range(5):
+    releases = (("1.0", (50.0, 50.1, 50.2, 50.3, 50.4)), ("1.1", new))  # by default 20% higher
+    for tag, levels in releases:
+        for repeat, level in enumerate(levels):
             results.append(
                 {
                     "release": {"image": IMAGE, "tag": tag, "platform": "gpu"},
@@ -25,7 +26,7 @@ def _submit(database: Database, better: str) -> None:
                     "repeat": repeat,
                     "metrics": {
                         "throughput_tokens_per_s": 1000.0 + repeat,
-                        "host_wait": {"value": level + 0.1 * repeat, "unit": "%", "better": better},
+                        "host_wait": {"value": level, "unit": "%", "better": better},
                     },
                 }
             )
@@ -44,3 +45,14 @@ def test_a_stated_direction_decides_the_verdict(database: Database, better: str,
     (delta,) = [d for d in comparison.deltas if d.metric == "host_wait"]
     assert comparison.baseline is not None and comparison.baseline.ref == f"{IMAGE}:1.0"
     assert delta.verdict == verdict, delta
+
+
+def test_a_change_past_the_threshold_but_unconfirmed_is_counted_as_suspect(database: Database) -> None:
+    _submit(database, "lower", new=(48.0, 56.0, 51.0, 58.0, 50.0))  # +5% on the median, very noisy
+    opts = svc.ComparisonOptions(metrics=("host_wait",), n_resamples=199)
+    with database.read() as s:
+        comparison = svc.build_release_comparison(s, f"{IMAGE}:1.1", options=opts)
+    (delta,) = [d for d in comparison.deltas if d.metric == "host_wait"]
+    assert delta.verdict == "unchanged" and delta.result is not None and delta.result.indicated == "regressed"
+    assert delta.suspect and comparison.verdict_counts("host_wait")["suspect"] == 1
+    assert comparison.verdict_counts("host_wait")["unchanged"] == 0

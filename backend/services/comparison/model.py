@@ -224,6 +224,17 @@ class ReleaseDelta:
     def verdict(self) -> str | None:
         return self.result.verdict if self.result else None
 
+    @property
+    def suspect(self) -> bool:
+        """Past the threshold but not confirmed by the test: never counted or shown as unchanged."""
+        r = self.result
+        return bool(r and r.verdict == "unchanged" and r.indicated in ("improved", "regressed"))
+
+    @property
+    def summary_verdict(self) -> str:
+        """What a count of verdicts files this delta under: its verdict, "suspect" for a suspect."""
+        return "suspect" if self.suspect else (self.verdict or "not compared")
+
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -302,10 +313,12 @@ class ReleaseComparison:
         }
 
     def verdict_counts(self, metric: str | None = None) -> dict[str, int]:
-        counts = {"improved": 0, "regressed": 0, "unchanged": 0, "not testable": 0, "not compared": 0}
+        counts = dict.fromkeys(
+            ("regressed", "suspect", "improved", "unchanged", "not testable", "not compared"), 0
+        )
         for d in self.deltas:
             if metric is None or d.metric == metric:
-                counts[d.verdict or "not compared"] += 1
+                counts[d.summary_verdict] += 1
         return counts
 
     @property

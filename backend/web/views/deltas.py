@@ -66,7 +66,7 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
         test=r.test if r else None,
         verdict=r.verdict if r else None,
         significant=r.significant if r else None,
-        suspect=bool(r and r.verdict == "unchanged" and r.indicated in ("improved", "regressed")),
+        suspect=d.suspect,
         indicated=r.indicated if r else None,
         reasons="; ".join(reasons),
         lookback=look,
