@@ -180,7 +180,9 @@ def test_partial_release_says_what_is_missing(database: Database) -> None:
     text = "\n".join(c.missing)
     assert "no succeeded Base runs" in text
     assert f"{LAST} on {LLAMA} (h200-2x8): one repeat only" in text
-    assert f"Base+ACCL on {LLAMA} (h200-2x8): 2 of 7 runs did not succeed" in text
+    assert f"Base+ACCL on {LLAMA} (h200-2x8): 2 of 7 runs did not succeed: run " in text
+    # Each with its kind and the first line of its error, so the list says why.
+    assert text.count("failed (infrastructure): NCCL timeout after 1800 s") == 2
     assert f"AC2+ACCL on {QWEN} (h200-2x8): no succeeded runs" in text
     ladder = c.ladder_map("h200-2x8", TPUT)[LLAMA]
     assert ladder.baseline == "Base" and ladder.baseline_missing and ladder.total is None

@@ -204,12 +204,13 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
     for c in cells:
         where = f"{c.variant} on {c.workload} ({c.cluster})"
         bad = len(c.not_succeeded)
+        why = _why_not(c.not_succeeded)
         if c.succeeded == 0:
-            tail = f" ({bad} not succeeded)" if bad else ""
+            tail = f" ({bad} not succeeded{why})" if bad else ""
             missing.append(f"{where}: no succeeded runs{tail}")
         else:
             if bad:
-                missing.append(f"{where}: {bad} of {c.succeeded + bad} runs did not succeed")
+                missing.append(f"{where}: {bad} of {c.succeeded + bad} runs did not succeed{why}")
             if c.succeeded == 1:
                 missing.append(f"{where}: one repeat only: no interval, no significance test")
     for cell, by_metric in sorted(values.items()):
@@ -334,6 +335,19 @@ def _variant_info(name: str, variant: Variant | None, by_variant: Mapping[int, l
         environment=_distinct(env for _, env, _ in runs),
         provenance=_distinct(prov for _, _, prov in runs),
     )
+
+
+def _why_not(runs: Sequence[FailedRun], shown: int = 3) -> str:
+    """Why runs did not succeed, for the missing-data list: ": run 17 failed (benchmark): <its first
+    error line>; ..." for the first few (the study page has them all)."""
+    if not runs:
+        return ""
+    parts = []
+    for r in runs[:shown]:
+        kind = f" ({r.failure_kind})" if r.failure_kind else ""
+        parts.append(f"run {r.run_id} {r.status}{kind}" + (f": {r.error}" if r.error else ""))
+    more = f"; {len(runs) - shown} more" if len(runs) > shown else ""
+    return ": " + "; ".join(parts) + more
 
 
 def _cells(
