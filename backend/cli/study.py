@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ablate.backend.cli.common import App, console, read_yaml
+from ablate.backend.cli.common import App, console, err_console, read_yaml
 from ablate.backend.cli.http import client, request_json
 from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.errors import AblateError
@@ -84,6 +84,8 @@ def submit(
             highlight=False,
             soft_wrap=True,
         )
+        for warning in study.get("warnings") or []:
+            err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
         if not wait:
             return
         final = follow(http, study["id"], poll_s=poll, live=sys.stdout.isatty())

@@ -94,6 +94,8 @@ class StudyOut(Out):
     finished_at: datetime | None
     plan: dict[str, Any]
     runs: list[StudyRunOut]
+    # On creation: what the accepted plan will not be able to show (e.g. too few repeats).
+    warnings: list[str] = []
 
 
 class StudySummaryOut(Out):

@@ -19,7 +19,7 @@ def create_study(plan: StudyPlan, request: Request) -> Any:
     """Queue one run per (variant, workload, repeat), interleaved (see ``Study.order_seed``)."""
     with database(request).transaction() as session:
         study = studies.create_study(session, plan)
-        return studies.study_matrix(session, study)
+        return {**studies.study_matrix(session, study), "warnings": plan.advisories()}
 
 
 @router.get("/studies", response_model=list[StudySummaryOut], dependencies=[Depends(auth.read)])
