@@ -16,6 +16,7 @@ EXAMPLES = ROOT / "examples"
 RELEASES = EXAMPLES / "releases"
 PLANS = EXAMPLES / "plans"
 DEMO_RELEASE = EXAMPLES / "demo" / "release.yaml"
+EXAMPLE_RELEASE = EXAMPLES / "example-release.yaml"
 SAMPLE_RESULTS = EXAMPLES / "results" / "sample-results.json"
 # shared/ lies beside the checkout (and beside CI's clone).
 SEEDS = ROOT.parent / "shared" / "seeds"

@@ -20,7 +20,7 @@ from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run
 from ablate.backend.schemas.results import ResultsBatch
 from ablate.backend.services import catalog, tokens
-from tests.examples.helpers import ABLATE, DEMO_RELEASE, EXAMPLES, SAMPLE_RESULTS, load_yaml
+from tests.examples.helpers import ABLATE, DEMO_RELEASE, EXAMPLE_RELEASE, EXAMPLES, SAMPLE_RESULTS, load_yaml
 from tests.support.live_server import LiveServer, start_live_server
 
 CI = EXAMPLES / "ci"
@@ -47,10 +47,12 @@ def test_script_says_what_it_needs(script: Path, tmp_path: Path) -> None:
 def test_sample_results_follow_the_contract() -> None:
     raw = json.loads(SAMPLE_RESULTS.read_text(encoding="utf-8"))
     batch = ResultsBatch.model_validate(raw)
+    example = load_yaml(EXAMPLE_RELEASE)
     demo = load_yaml(DEMO_RELEASE)
     for result in batch.results:
-        # Synthetic values for the demo release: never claimed for a real release.
-        assert result.release == f"{demo['image']}:{demo['tag']}"
+        # Synthetic values for the example release: never claimed for a real release, nor the demo's.
+        assert result.release == f"{example['image']}:{example['tag']}"
+        assert not str(result.release).startswith(f"{demo['image']}:")
         assert result.provenance.get("synthetic") is True
         assert result.metrics and result.series and result.started_at and result.finished_at
     for key in ("release", "cluster", "workload", "variant", "repeat", "metrics", "series", "provenance"):
@@ -96,7 +98,7 @@ def test_workflow_runs_a_benchmark_and_submits_it(tmp_path: Path) -> None:
 @pytest.fixture
 def server(db_url: str, database: Database) -> Iterator[tuple[LiveServer, str]]:
     with database.transaction() as session:
-        catalog.import_release(session, load_release_file(DEMO_RELEASE))
+        catalog.import_release(session, load_release_file(EXAMPLE_RELEASE))
         _, secret = tokens.create_token(session, "ci-example", "submit")
     live = start_live_server(db_url)
     try:
