@@ -158,7 +158,7 @@ def analyze_ladders(
     """:func:`analyze_ladder` of many ladders: every summary and comparison of all of them is
     bootstrapped in a few batched calls, with the same results as one ladder at a time."""
     plans: list[_Plan] = []
-    samples: list[list[float]] = []
+    samples: list[np.ndarray] = []
     pairs: list[Pair] = []
     for item in ladders:
         mdef = describe_metric(item.metric, item.unit, item.better)
@@ -186,18 +186,19 @@ def analyze_ladders(
         prev: str | None = None
         cleaned = {name: clean_values(v) for name, v in pooled.items()}  # once per rung, not per use
         for name in order:
-            values = cleaned[name]
-            samples.append(values)
+            arr = cleaned[name]
+            samples.append(arr)
             vs_base = step = None
-            if values.size:
-                if not baseline_missing and name != base_name:
+            if arr.size:
+                # baseline_missing covers base_name None; the explicit check says so to the type checker
+                if base_name is not None and not baseline_missing and name != base_name:
                     vs_base = len(pairs)
-                    pairs.append(Pair(values, cleaned[base_name], mdef.direction, name, base_name))
+                    pairs.append(Pair(arr, cleaned[base_name], mdef.direction, name, base_name))
                 if prev is not None:
                     step = len(pairs)
-                    pairs.append(Pair(values, cleaned[prev], mdef.direction, name, prev))
+                    pairs.append(Pair(arr, cleaned[prev], mdef.direction, name, prev))
             links[name] = (vs_base, step, prev)
-            if values.size:
+            if arr.size:
                 if prev is not None and empty:
                     skipped[name] = tuple(empty)
                 prev = name
@@ -256,7 +257,13 @@ def _ladder(
     if shares and (total is None or total.ci_low is None or total.ci_high is None):
         reasons.append("total gain has no interval: contribution shares not shown")
         shares = {}
-    elif shares and total is not None and total.ci_low <= 1.0 <= total.ci_high:  # type: ignore[operator]
+    elif (
+        shares
+        and total is not None
+        and total.ci_low is not None  # excluded by the branch above; restated to narrow the types
+        and total.ci_high is not None
+        and total.ci_low <= 1.0 <= total.ci_high
+    ):
         reasons.append("total gain's interval includes no gain: contribution shares not shown")
         shares = {}
     share_cis = _share_intervals(results, shares, confidence, n_resamples, seed) if shares else {}

@@ -69,8 +69,8 @@ class Comparison:
 class Pair:
     """One comparison to make: a contender sample against a reference sample."""
 
-    contender: Sequence[float]
-    reference: Sequence[float]
+    contender: Sequence[float] | np.ndarray
+    reference: Sequence[float] | np.ndarray
     direction: Direction
     contender_name: str = "contender"
     reference_name: str = "reference"

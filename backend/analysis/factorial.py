@@ -108,24 +108,28 @@ def analyze_factorial(
     missing = tuple(sorted(absent, key=lambda t: (len(t), t)))
     n_values = sum(len(v) for v in pooled.values())
 
-    def result(**kw) -> FactorialAnalysis:
-        base = {
-            "metric": metric,
-            "unit": mdef.unit,
-            "direction": mdef.direction,
-            "factors": names,
-            "complete": not missing,
-            "missing": missing,
-            "main_effects": (),
-            "interactions": (),
-            "n_cells": sum(1 for c in combos if pooled.get(c)),
-            "n_values": n_values,
-            "df": None,
-            "confidence": confidence,
-            "reasons": (),
-        }
-        base.update(kw)
-        return FactorialAnalysis(**base)
+    def result(
+        *,
+        main_effects: tuple[Effect, ...] = (),
+        interactions: tuple[Effect, ...] = (),
+        df: int | None = None,
+        reasons: tuple[str, ...] = (),
+    ) -> FactorialAnalysis:
+        return FactorialAnalysis(
+            metric=metric,
+            unit=mdef.unit,
+            direction=mdef.direction,
+            factors=names,
+            complete=not missing,
+            missing=missing,
+            main_effects=main_effects,
+            interactions=interactions,
+            n_cells=sum(1 for c in combos if pooled.get(c)),
+            n_values=n_values,
+            df=df,
+            confidence=confidence,
+            reasons=reasons,
+        )
 
     if not names:
         return result(reasons=("no factors",))

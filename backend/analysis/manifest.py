@@ -63,7 +63,11 @@ def diff_manifests(old: Mapping[str, str], new: Mapping[str, str]) -> ManifestDi
     """Classify every package of either manifest; each list is sorted by name."""
     old_by = {canonicalize_name(k): (k, v) for k, v in old.items()}
     new_by = {canonicalize_name(k): (k, v) for k, v in new.items()}
-    added, removed, upgraded, downgraded, unchanged = [], [], [], [], []
+    added: list[PackageChange] = []
+    removed: list[PackageChange] = []
+    upgraded: list[PackageChange] = []
+    downgraded: list[PackageChange] = []
+    unchanged: list[PackageChange] = []
     for key in sorted(old_by.keys() | new_by.keys()):
         if key not in old_by:
             name, v = new_by[key]

@@ -325,7 +325,7 @@ def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
     mean = std = t = p = None
     if used:
         mean = math.fsum(used) / len(used)
-    if len(used) >= 2:
+    if mean is not None and len(used) >= 2:  # mean is set whenever used is not empty
         # Sample std in plain floats (statistics.stdev is exact but slow: one call per cell and metric).
         std = math.sqrt(math.fsum((x - mean) ** 2 for x in used) / (len(used) - 1))
     if std is not None and mean is not None and len(used) >= max(2, min_history):

@@ -53,7 +53,7 @@ class Summary:
     ci_method: str = ""
 
 
-def clean_values(values: Sequence[float]) -> np.ndarray:
+def clean_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Values as a sorted float array; sorting makes every seeded resample order-independent."""
     if isinstance(values, np.ndarray | list | tuple):
         arr = np.asarray(values, dtype=float)  # no detour through Python floats
@@ -143,7 +143,7 @@ def cv_upper_bound(arr: np.ndarray, confidence: float = 0.95) -> float | None:
 
 
 def summarize_many(
-    samples: Sequence[Sequence[float]],
+    samples: Sequence[Sequence[float] | np.ndarray],
     *,
     noisy_cv: float = 0.05,
     min_n: int = 3,

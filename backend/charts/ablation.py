@@ -4,6 +4,7 @@ factor effects of a factorial design."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -115,7 +116,7 @@ def contribution_waterfall(
     if not chain or chain[0].variant != ladder.baseline:
         return empty_figure(title, "no data: the baseline is not the first rung")
     colors = dict(colors) if colors else variant_colors(v.variant for v in chain)
-    traces = [
+    traces: list[dict[str, Any]] = [
         {
             "type": "bar",
             "name": chain[0].variant,
@@ -256,11 +257,11 @@ def factorial_effects(
         return empty_figure(title, "no effects: the design is incomplete")
     names: list[str] = []
     for fa in usable.values():
-        for e in (*fa.main_effects, *fa.interactions):
-            if _effect_label(e.factors) not in names:
-                names.append(_effect_label(e.factors))
+        for effect in (*fa.main_effects, *fa.interactions):
+            if _effect_label(effect.factors) not in names:
+                names.append(_effect_label(effect.factors))
     colors = dict(colors) if colors else variant_colors(usable)
-    traces = []
+    traces: list[dict[str, Any]] = []
     for workload, fa in usable.items():
         effects = {_effect_label(e.factors): e for e in (*fa.main_effects, *fa.interactions)}
         xs = [effects[n].factor if n in effects else None for n in names]

@@ -11,7 +11,7 @@ from ablate.backend.charts._common import has_data, variant_order
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 from ablate.backend.domain.formatting import MEDIAN_DIGITS, num_ci, quantity
-from ablate.backend.domain.metrics import describe_metric, get_metric
+from ablate.backend.domain.metrics import describe_metric
 
 
 def memory_bars(
@@ -26,7 +26,7 @@ def memory_bars(
     ``ladders`` maps workload -> ladder analysis of a memory metric (e.g. peak_memory_gib).
     """
     first = next(iter(ladders.values()), None)
-    mdef = describe_metric(first.metric, first.unit) if first else get_metric("peak_memory_gib")
+    mdef = describe_metric(first.metric, first.unit) if first else describe_metric("peak_memory_gib")
     title = chart_title(mdef.label, release=release, cluster=cluster)
     if not ladders or not has_data(ladders):
         return empty_figure(title)
@@ -81,9 +81,11 @@ def throughput_vs_memory(
     t_first = next(iter(throughput.values()), None)
     m_first = next(iter(memory.values()), None)
     t_def = (
-        describe_metric(t_first.metric, t_first.unit) if t_first else get_metric("throughput_tokens_per_s")
+        describe_metric(t_first.metric, t_first.unit)
+        if t_first
+        else describe_metric("throughput_tokens_per_s")
     )
-    m_def = describe_metric(m_first.metric, m_first.unit) if m_first else get_metric("peak_memory_gib")
+    m_def = describe_metric(m_first.metric, m_first.unit) if m_first else describe_metric("peak_memory_gib")
     title = chart_title(f"{t_def.label} vs {m_def.label.lower()}", release=release, cluster=cluster)
     workloads = [w for w in throughput if w in memory]
     common = {w: throughput[w] for w in workloads}

@@ -47,12 +47,12 @@ def release_trend(
         hover: list[str] = []
         for rel in releases:
             s = per.get(rel)
-            ok = s is not None and s.n > 0
-            ys.append(s.median if ok else None)
-            lows.append(s.ci_low if ok else None)
-            highs.append(s.ci_high if ok else None)
+            live = s if s is not None and s.n > 0 else None
+            ys.append(live.median if live is not None else None)
+            lows.append(live.ci_low if live is not None else None)
+            highs.append(live.ci_high if live is not None else None)
             value = num_ci(ys[-1], lows[-1], highs[-1], unit=mdef.unit)
-            hover.append(f"{name}<br>{rel}: {value}, n={s.n if ok else 0}")
+            hover.append(f"{name}<br>{rel}: {value}, n={live.n if live is not None else 0}")
         if all(y is None for y in ys):
             continue
         traces.append(

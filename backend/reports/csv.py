@@ -100,8 +100,8 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                 "status": r.status,
                 "value": value,
             }
-    for e in c.ladders:
-        lad = e.analysis
+    for entry in c.ladders:
+        lad = entry.analysis
         for v in lad.variants:
             s = v.summary
             vs = v.vs_baseline
@@ -109,10 +109,10 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
             yield {
                 "section": "summary",
                 "release": c.release.ref,
-                "cluster": e.cluster,
-                "workload": e.workload,
+                "cluster": entry.cluster,
+                "workload": entry.workload,
                 "variant": v.variant,
-                "metric": e.metric,
+                "metric": entry.metric,
                 "unit": lad.unit,
                 "n": s.n,
                 "median": s.median,
@@ -155,7 +155,7 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                     "notes": "; ".join(fa.reasons),
                 }
     for d in c.deltas:
-        r = d.result
+        result = d.result
         yield {
             "section": "release_delta",
             "release": c.release.ref,
@@ -164,21 +164,21 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
             "variant": d.variant,
             "metric": d.metric,
             "unit": d.unit,
-            "n": r.n_contender if r else None,
-            "median": r.contender_median if r else None,
-            "p_value": r.p_value if r else None,
-            "q_value": r.q_value if r else None,
-            "method": r.test if r else None,
+            "n": result.n_contender if result else None,
+            "median": result.contender_median if result else None,
+            "p_value": result.p_value if result else None,
+            "q_value": result.q_value if result else None,
+            "method": result.test if result else None,
             "baseline_release": c.baseline.ref if c.baseline else None,
-            "baseline_median": r.baseline_median if r else None,
-            "change_pct": r.change_pct if r else None,
-            "change_ci_low": r.change_ci_low if r else None,
-            "change_ci_high": r.change_ci_high if r else None,
+            "baseline_median": result.baseline_median if result else None,
+            "change_pct": result.change_pct if result else None,
+            "change_ci_low": result.change_ci_low if result else None,
+            "change_ci_high": result.change_ci_high if result else None,
             "verdict": d.verdict or d.status,
             "lookback_improvement_pct": d.lookback.improvement_pct if d.lookback else None,
             "lookback_t": d.lookback.oriented_t if d.lookback else None,
             "lookback_verdict": d.lookback.verdict if d.lookback else None,
-            "notes": "; ".join(r.reasons) if r else "",
+            "notes": "; ".join(result.reasons) if result else "",
         }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
+from typing import TypedDict
 
 import plotly.graph_objects as go
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -83,6 +84,12 @@ def _trend_points(
     return points
 
 
+class _Where(TypedDict):
+    # What every chart of a cluster shares; typed so that ``**where`` fills only these keywords.
+    release: str
+    cluster: str
+
+
 def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
     """Every chart of the report, per cluster, with ids that depend only on positions in the data.
 
@@ -93,7 +100,7 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
     colors = charts.variant_colors(v.name for v in c.variants)
     for ci, cluster in enumerate(c.clusters):
         items: list[Chart] = []
-        where = {"release": c.release.ref, "cluster": cluster.name}
+        where: _Where = {"release": c.release.ref, "cluster": cluster.name}
         prim = c.ladder_map(cluster.name, c.primary_metric) if c.primary_metric else {}
         mem = c.ladder_map(cluster.name, c.memory_metric) if c.memory_metric else {}
         p = f"c{ci}"

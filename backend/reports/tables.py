@@ -305,7 +305,11 @@ def delta_tables(c: ReleaseComparison | RunSetComparison) -> list[Table]:
         unit = deltas[0].unit if deltas else describe_metric(metric).unit
         label = describe_metric(metric, unit).label
         rows = tuple(_delta_row(d, lb) for d in deltas)
-        what = f"against {c.baseline.ref}" if lb and c.baseline else "against the baseline"
+        what = (
+            f"against {c.baseline.ref}"
+            if isinstance(c, ReleaseComparison) and c.baseline
+            else "against the baseline"
+        )
         tables.append(
             Table(
                 anchor("release", metric),
@@ -408,7 +412,7 @@ def environment_table(c: ReleaseComparison) -> Table:
 
 def method_table(c: ReleaseComparison | RunSetComparison) -> Table:
     m = c.method
-    rows = (
+    rows: tuple[tuple[str, str], ...] = (
         ("Runs used", m.runs_used),
         ("Two-sample interval", f"{m.confidence:.0%} {m.interval}"),
         ("Per-variant interval", f"{m.confidence:.0%} {m.summary_interval}"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, or_, select, update
 from sqlalchemy.orm import Session, joinedload
 
 from ablate.backend.db.base import utcnow
@@ -37,7 +37,7 @@ class Claimed:
     queue_order: int
 
 
-def _served_clusters(ray_address: str, cluster_names: Sequence[str] | None):  # type: ignore[no-untyped-def]
+def _served_clusters(ray_address: str, cluster_names: Sequence[str] | None) -> Select[int]:
     """Clusters this dispatcher serves: those bound to its Ray address, or to none (the default one)."""
     cond = or_(Cluster.ray_address.is_(None), Cluster.ray_address == "")
     if ray_address:
@@ -137,7 +137,7 @@ def load_claimed(session: Session, claimed: Sequence[Claimed]) -> tuple[list[Run
     return rows, {r.study_id for r in runs if r.study_id is not None}
 
 
-def _mine(owner: str):  # type: ignore[no-untyped-def]
+def _mine(owner: str) -> ColumnElement[bool]:
     return and_(Run.lease_owner == owner, Run.status == RUNNING)
 
 
@@ -172,6 +172,8 @@ def write_progress(
         .values(**values)
         .execution_options(synchronize_session=False)
     )
+    # Session.execute is typed as returning Result for any statement (no overload for DML); an UPDATE's
+    # result is a CursorResult, which has rowcount.
     return bool(res.rowcount)  # type: ignore[attr-defined]
 
 
@@ -217,6 +219,8 @@ def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_atte
         .values(**values)
         .execution_options(synchronize_session=False)
     )
+    # Session.execute is typed as returning Result for any statement (no overload for DML); an UPDATE's
+    # result is a CursorResult, which has rowcount.
     return bool(res.rowcount)  # type: ignore[attr-defined]
 
 

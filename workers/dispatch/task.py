@@ -60,7 +60,9 @@ def throttled_progress(board: Any, run_id: int, interval_s: float = PROGRESS_INT
         board.report.remote(run_id, int(step), int(total), throughput)
 
     latest: list[Any] = []
-    report.latest = latest  # type: ignore[attr-defined]  # the last report, returned with the result
+    # The last report, returned with the result. mypy does not type attributes set on a function; a
+    # callable class would, at the cost of restructuring this callback.
+    report.latest = latest  # type: ignore[attr-defined]
     return report
 
 
@@ -126,6 +128,7 @@ def run_node(
             runner = runner_factory() if runner_factory is not None else get_runner(lead.runner_name)
             progress = throttled_progress(board, lead.run_id)
             result = _run_ranks(runner, rank_specs, progress)
+            # set on the function by throttled_progress (why it is untyped: see there)
             last_progress = list(progress.latest)  # type: ignore[attr-defined]
     except Exception as exc:  # a runner must not raise; if one does, say so instead of crashing
         result = RunResult.failed(

@@ -26,7 +26,9 @@ def _field_names(cls: type) -> tuple[str, ...] | None:
 
 def fields_of(obj: Any) -> dict[str, Any]:
     """A dataclass's fields in order, values as they are (a ``json_body()`` starts from this)."""
-    return {n: getattr(obj, n) for n in _field_names(type(obj)) or ()}
+    # Typed `type`, not type[Any]: mypy reads type[X]'s __hash__ as X's unbound one, not Hashable.
+    cls: type = type(obj)
+    return {n: getattr(obj, n) for n in _field_names(cls) or ()}
 
 
 def _fallback(obj: Any) -> Any:

@@ -134,7 +134,10 @@ def values_by_release(rows: Rows, cat: Catalog) -> dict[int, dict[Cell, dict[str
     for rid, (rel, cl, wl, var, _rep, status, _kind) in rows.runs.items():
         if status != RunStatus.succeeded:
             continue
-        by_metric = out[rel][cat.cell(cl, wl, var)]
+        cell = cat.cell(cl, wl, var)
+        if cell is None:  # not seen: the catalog holds every id of these rows (skipped as in history_values)
+            continue
+        by_metric = out[rel][cell]
         for name, (value, _unit) in rows.metrics.get(rid, {}).items():
             by_metric[name].append(value)
     return out

@@ -119,8 +119,9 @@ def build_release_comparison(
     family = order_family(session.scalars(select(Release).where(Release.image == release.image)))
     index = next(i for i, r in enumerate(family) if r.id == release.id)
     history = family[max(0, index - opts.lookback) : index] if opts.lookback > 0 else []
+    baseline: Release | None
     if baseline_ref is not None:
-        baseline: Release | None = catalog.get_release(session, baseline_ref, "baseline")
+        baseline = catalog.get_release(session, baseline_ref, "baseline")
         source = "explicit"
         if baseline.id == release.id:
             raise ValidationProblem.at("baseline", "a release cannot be compared with itself")

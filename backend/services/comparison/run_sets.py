@@ -128,8 +128,10 @@ def compare_run_sets(
                 delta_rows.append((label, metric, unit, status, None))
     results = opts.compare(checks)
     deltas = [
-        ReleaseDelta(*label, metric, unit, status, None if i is None else results[i], None, ())
-        for label, metric, unit, status, i in delta_rows
+        ReleaseDelta(
+            cluster, workload, variant, metric, unit, status, None if i is None else results[i], None, ()
+        )
+        for (cluster, workload, variant), metric, unit, status, i in delta_rows
     ]
 
     diff = None
