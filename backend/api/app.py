@@ -9,7 +9,13 @@ from fastapi.openapi.utils import get_openapi
 
 from ablate.backend import __version__, web
 from ablate.backend.api import problems
-from ablate.backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
+from ablate.backend.api.middleware import (
+    BodyLimitMiddleware,
+    ControlCharacterMiddleware,
+    MetricsMiddleware,
+    RequestMetrics,
+    SecurityHeadersMiddleware,
+)
 from ablate.backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
 from ablate.backend.api.routes import comparison as comparison_routes
 from ablate.backend.config import Settings, get_settings
@@ -41,7 +47,9 @@ def create_app(
     problems.install(app)
     # Last added is outermost: metrics see every request, including those the body cap refuses.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=RequestMetrics(app.state.metrics_registry))
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer, refusals included
 
     app.include_router(health.router)
     app.include_router(metrics.router)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints
 
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from ablate.backend.schemas.common import Name, NameOr, Out, ReleaseRef, Strict
+from ablate.backend.schemas.common import Int, Line, Name, NameOr, Out, ReleaseRef, Strict
 
 
 class StudyPlan(Strict):
@@ -20,8 +20,8 @@ class StudyPlan(Strict):
     variants: Annotated[list[NameOr[VariantDef]], Field(min_length=1, max_length=64)]
     workloads: Annotated[list[NameOr[WorkloadDef]], Field(min_length=1, max_length=64)]
     repeats: Annotated[int, Field(ge=1, le=100)] = 3
-    order_seed: Annotated[int, Field(ge=0, le=2**62)] | None = None
-    created_by: Annotated[str, StringConstraints(max_length=200)] | None = None
+    order_seed: Annotated[Int, Field(ge=0, le=2**62)] | None = None
+    created_by: Annotated[Line, StringConstraints(max_length=200)] | None = None
 
 
 class StudyRunOut(Out):

@@ -7,11 +7,14 @@ Expected failures (unknown release, run or study; bad filter) become HTML error 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from ablate.backend.charts import plotly_js_source
 from ablate.backend.db.database import Database
+from ablate.backend.schemas.common import DbId, IdText
 from ablate.backend.web.errors import PageRoute
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.paths import PLOTLY_URL
@@ -51,14 +54,14 @@ def studies_page(request: Request) -> Response:
 
 
 @router.get("/studies/{study_id}", response_class=HTMLResponse)
-def study_page(request: Request, study_id: int) -> Response:
+def study_page(request: Request, study_id: DbId) -> Response:
     with _db(request).read() as session:
         page = studies.study_page(session, study_id)
     return render(request, "study.html", {"section": "studies", "page": page})
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: int) -> Response:
+def run_page(request: Request, run_id: DbId) -> Response:
     with _db(request).read() as session:
         page = run.run_page(session, run_id)
     return render(request, "run.html", {"section": "releases", "page": page, "charts": page.chart_html})
@@ -93,10 +96,10 @@ def compare_page(
     request: Request,
     a: str = Query("", max_length=265),
     b: str = Query("", max_length=265),
-    baseline_runs: str = Query("", max_length=100_000),
-    contender_runs: str = Query("", max_length=100_000),
-    baseline_study: str = Query("", max_length=20),
-    contender_study: str = Query("", max_length=20),
+    baseline_runs: Annotated[IdText, Query(max_length=100_000)] = "",
+    contender_runs: Annotated[IdText, Query(max_length=100_000)] = "",
+    baseline_study: Annotated[IdText, Query(max_length=20)] = "",
+    contender_study: Annotated[IdText, Query(max_length=20)] = "",
 ) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:

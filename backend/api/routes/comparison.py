@@ -11,6 +11,7 @@ from ablate.backend.api import auth
 from ablate.backend.api.deps import database
 from ablate.backend.reports import MEDIA_TYPES, default_filename, render
 from ablate.backend.reports.json import render_json
+from ablate.backend.schemas.common import DbId, IdText, Line
 from ablate.backend.services import comparison as svc
 from ablate.backend.services.errors import ValidationProblem
 
@@ -67,12 +68,12 @@ def release_comparison(
 @router.get("/compare", summary="Compare two releases or two sets of runs")
 def compare(
     request: Request,
-    baseline: str | None = Query(None, max_length=265, description="Baseline release IMAGE:TAG."),
-    contender: str | None = Query(None, max_length=265, description="Contender release IMAGE:TAG."),
-    baseline_runs: str | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
-    contender_runs: str | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
-    baseline_study: int | None = Query(None, ge=1, description="All runs of this study."),
-    contender_study: int | None = Query(None, ge=1, description="All runs of this study."),
+    baseline: Line | None = Query(None, max_length=265, description="Baseline release IMAGE:TAG."),
+    contender: Line | None = Query(None, max_length=265, description="Contender release IMAGE:TAG."),
+    baseline_runs: IdText | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
+    contender_runs: IdText | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
+    baseline_study: DbId | None = Query(None, description="All runs of this study."),
+    contender_study: DbId | None = Query(None, description="All runs of this study."),
     options: svc.ComparisonOptions = Depends(_options),
 ) -> Response:
     """Each side is given exactly one way: a release (``baseline``/``contender``), run ids
