@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from ablate.backend import __version__, web
-from ablate.backend.api import problems
+from ablate.backend.api import openapi, problems
 from ablate.backend.api.middleware import (
     BodyLimitMiddleware,
     ControlCharacterMiddleware,
@@ -16,7 +13,7 @@ from ablate.backend.api.middleware import (
     RequestMetrics,
     SecurityHeadersMiddleware,
 )
-from ablate.backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
+from ablate.backend.api.routes import catalog, docs, health, metrics, results, runs, studies, tokens
 from ablate.backend.api.routes import comparison as comparison_routes
 from ablate.backend.config import Settings, get_settings
 from ablate.backend.db.database import Database
@@ -34,8 +31,8 @@ def create_app(
         title="Ablate",
         version=__version__,
         description="Ablation studies of training-image releases: what each optimisation is worth.",
-        openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url="/docs",
+        openapi_url=None,  # served by routes.docs, behind the read setting, as /docs and /redoc are
+        docs_url=None,
         lifespan=dispatcher_lifespan,  # starts the in-process dispatcher when run_dispatcher
         redoc_url=None,
     )
@@ -52,6 +49,8 @@ def create_app(
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer, refusals included
 
     app.include_router(health.router)
+    app.include_router(docs.router)
+    app.mount(docs.ASSETS_URL, docs.assets(), name="docs-assets")
     app.include_router(metrics.router)
     # Before catalog: its GET /releases/{ref:path} would swallow /releases/{ref}/comparison and /report.
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
@@ -62,21 +61,5 @@ def create_app(
     app.include_router(web.router)
     app.mount(web.STATIC_URL, web.static_app(), name="static")
     web.install_error_pages(app)
-    _document_results_body(app)
+    openapi.install(app)
     return app
-
-
-def _document_results_body(app: FastAPI) -> None:
-    """Add the results batch schema to OpenAPI (its route parses the body itself, for speed)."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes
-            )
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(results.openapi_components())
-            app.openapi_schema = schema
-        return app.openapi_schema
-
-    # FastAPI's documented way to extend the schema is to replace app.openapi; mypy sees a method.
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
@@ -120,7 +122,20 @@ def compare(
     return _json(render_json(result, indent=None))
 
 
-@router.get("/releases/{ref:path}/report", summary="Release report export")
+def content_disposition(kind: str, filename: str) -> str:
+    """RFC 6266: an ASCII ``filename`` for old clients and the exact name as RFC 5987 ``filename*``."""
+    fallback = re.sub(r"[^A-Za-z0-9._+:,@=-]", "_", filename) or "report"
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+_REPORT_TYPES = {"text/html": {}, "text/markdown": {}, "text/csv": {}, "application/json": {}}
+
+
+@router.get(
+    "/releases/{ref:path}/report",
+    summary="Release report export",
+    responses={200: {"description": "The report in the asked format", "content": _REPORT_TYPES}},
+)
 def release_report(
     ref: str,
     request: Request,
@@ -143,5 +158,5 @@ def release_report(
     return Response(
         content=body,
         media_type=MEDIA_TYPES[format],
-        headers={"Content-Disposition": f'{disposition}; filename="{default_filename(result, format)}"'},
+        headers={"Content-Disposition": content_disposition(disposition, default_filename(result, format))},
     )
