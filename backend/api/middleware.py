@@ -98,6 +98,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "img-src 'self' data: blob:",
         "font-src 'self' data:",
         "connect-src 'self'",
+        "worker-src 'self' blob:",  # ReDoc's search runs in a worker built from a blob
         "object-src 'none'",
         "base-uri 'self'",
         "form-action 'self'",
