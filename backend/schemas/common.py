@@ -83,6 +83,9 @@ def ids_in_range(text: str) -> str:
 
 # A query value holding run ids or a study id as text, e.g. ``baseline_runs=3,4,5``.
 IdText = Annotated[str, AfterValidator(ids_in_range)]
+# The longest id list a URL carries (about 1,000 ids): longer request lines are refused by the HTTP
+# server itself (uvicorn's 400), before the app sees them.
+MAX_ID_LIST = 8_000
 
 _EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST = datetime(9999, 12, 31, tzinfo=UTC)

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ablate.backend.charts import plotly_js_source
 from ablate.backend.db.database import Database
-from ablate.backend.schemas.common import DbId, IdText
+from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText
 from ablate.backend.web import auth
 from ablate.backend.web.errors import PageRoute
 from ablate.backend.web.filters import Filters
@@ -104,8 +104,8 @@ def compare_page(
     request: Request,
     a: str = Query("", max_length=265),
     b: str = Query("", max_length=265),
-    baseline_runs: Annotated[IdText, Query(max_length=100_000)] = "",
-    contender_runs: Annotated[IdText, Query(max_length=100_000)] = "",
+    baseline_runs: Annotated[IdText, Query(max_length=MAX_ID_LIST)] = "",
+    contender_runs: Annotated[IdText, Query(max_length=MAX_ID_LIST)] = "",
     baseline_study: Annotated[IdText, Query(max_length=20)] = "",
     contender_study: Annotated[IdText, Query(max_length=20)] = "",
 ) -> Response:

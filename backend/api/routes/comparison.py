@@ -13,7 +13,7 @@ from ablate.backend.api import auth
 from ablate.backend.api.deps import database
 from ablate.backend.reports import MEDIA_TYPES, default_filename, render
 from ablate.backend.reports.json import render_json
-from ablate.backend.schemas.common import DbId, IdText, Line
+from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText, Line
 from ablate.backend.services import comparison as svc
 from ablate.backend.services.errors import ValidationProblem
 
@@ -72,8 +72,12 @@ def compare(
     request: Request,
     baseline: Line | None = Query(None, max_length=265, description="Baseline release IMAGE:TAG."),
     contender: Line | None = Query(None, max_length=265, description="Contender release IMAGE:TAG."),
-    baseline_runs: IdText | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
-    contender_runs: IdText | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
+    baseline_runs: IdText | None = Query(
+        None, max_length=MAX_ID_LIST, description="Comma-separated run ids."
+    ),
+    contender_runs: IdText | None = Query(
+        None, max_length=MAX_ID_LIST, description="Comma-separated run ids."
+    ),
     baseline_study: DbId | None = Query(None, description="All runs of this study."),
     contender_study: DbId | None = Query(None, description="All runs of this study."),
     options: svc.ComparisonOptions = Depends(_options),
