@@ -14,6 +14,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
+import numpy as np
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -153,9 +154,14 @@ def bounded_json(value: Any) -> Any:
                     raise ValueError(f"keys must be 1 to 200 characters{at}")
                 if match := _CONTROL.search(key):
                     raise ValueError(f"key {key[:40]!r}{at} {_control_message(key, match)}")
+                if isinstance(child, np.ndarray):  # numbers the results parser packed: a list again
+                    child = item[key] = child.tolist()
                 stack.append((child, f"{where}.{key}" if where else key, depth + 1))
         elif isinstance(item, list):
-            stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
+            for i, child in enumerate(item):
+                if isinstance(child, np.ndarray):
+                    child = item[i] = child.tolist()
+                stack.append((child, f"{where}[{i}]", depth + 1))
         elif isinstance(item, str):
             if len(item) > MAX_JSON_TEXT:
                 raise ValueError(f"text longer than {MAX_JSON_TEXT} characters{at}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, StringConstraints, Tag
+import numpy as np
+from pydantic import Discriminator, Field, StringConstraints, Tag, ValidatorFunctionWrapHandler, WrapValidator
 
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
 from ablate.backend.schemas.common import (
@@ -46,9 +47,40 @@ MetricIn = Annotated[
 ]
 
 
+def compact_series(obj: dict[str, Any]) -> dict[str, Any]:
+    """``object_hook`` of ``json.loads`` for result batches: a ``{"steps": [...], "values": [...]}``
+    object of plain JSON numbers becomes two numpy arrays the moment it is parsed, so a large body
+    never holds all its points as Python objects at once (about 60 bytes a point, the arrays 16).
+    Anything else (a string among the steps, a flag among the values) stays as parsed, for the
+    schema to refuse with its usual message."""
+    steps, values = obj.get("steps"), obj.get("values")
+    if len(obj) != 2 or type(steps) is not list or type(values) is not list:
+        return obj
+    if not all(type(s) is int for s in steps) or not all(type(v) is float or type(v) is int for v in values):
+        return obj
+    try:
+        packed = np.array(values, dtype=np.float64)
+        if not np.isfinite(packed).all():  # NaN, Infinity, 1e400: the schema names the exact point
+            return obj
+        return {"steps": np.array(steps, dtype=np.int64), "values": packed}
+    except OverflowError:  # an integer beyond 64 bits: the schema and ingest say so
+        return obj
+
+
+def _packed_or_list(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # Arrays come from compact_series, which checked every element's JSON type already.
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or value.size > MAX_POINTS:
+            raise ValueError(f"at most {MAX_POINTS} points per series")
+        return value
+    return handler(value)
+
+
 class SeriesIn(Strict):
-    steps: Annotated[list[Int], Field(max_length=MAX_POINTS)]
-    values: Annotated[list[Float], Field(max_length=MAX_POINTS)]
+    """A step series: lists (or, from the results route's parser, the same as numpy arrays)."""
+
+    steps: Annotated[list[Int], Field(max_length=MAX_POINTS), WrapValidator(_packed_or_list)]
+    values: Annotated[list[Float], Field(max_length=MAX_POINTS), WrapValidator(_packed_or_list)]
 
 
 def _release_tag(value: Any) -> str:

@@ -203,3 +203,26 @@ def test_huge_metric_values_are_refused_and_pages_keep_answering(
     assert ci.get(f"/releases/{ref}/comparison").status_code == 200
     for fmt in ("html", "md", "csv", "json"):
         assert ci.get(f"/releases/{ref}/report?format={fmt}").status_code == 200, fmt
+
+
+def test_series_packing_keeps_every_refusal_and_free_objects_intact(
+    live_server: LiveServer, admin: httpx.Client
+) -> None:
+    """The results parser packs step series into arrays as it reads; what it cannot pack keeps the
+    schema's exact errors, and a free object shaped like a series is stored as the lists it was."""
+    admin_results = httpx.Client(base_url=live_server.api, headers=admin.headers, timeout=30)
+    for series, loc in (
+        ({"steps": [1, "2"], "values": [1.0, 2.0]}, "results[0].series.step_time_s.steps[1]"),
+        ({"steps": [1, 2], "values": [1.0, True]}, "results[0].series.step_time_s.values[1]"),
+        ({"steps": [1, 2**70], "values": [1.0, 2.0]}, "results[0].series.step_time_s"),
+    ):
+        response = admin_results.post("/results", json={"results": [result(series={"step_time_s": series})]})
+        assert_problem(response, 422, loc=loc)
+    release = {**RELEASE, "manifest": {"shape": {"steps": [1, 2], "values": [3.5, 4.0]}}}
+    response = admin_results.post("/results", json={"results": [result(release=release)]})
+    assert response.status_code == 201, response.text
+    stored = admin.get(f"/releases/{REF}").json()
+    assert stored["manifest"] == {"shape": {"steps": [1, 2], "values": [3.5, 4.0]}}
+    run = admin.get(f"/runs/{response.json()['run_ids'][0]}/series/step_time_s").json()
+    assert run["steps"] == [1, 2, 3] and run["values"] == [5.3, 5.1, 5.08]
+    admin_results.close()
