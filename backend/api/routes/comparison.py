@@ -132,7 +132,12 @@ def content_disposition(kind: str, filename: str) -> str:
     return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
-_REPORT_TYPES = {"text/html": {}, "text/markdown": {}, "text/csv": {}, "application/json": {}}
+_REPORT_TYPES: dict[str, dict[str, object]] = {
+    "text/html": {},
+    "text/markdown": {},
+    "text/csv": {},
+    "application/json": {},
+}
 
 
 @router.get(
