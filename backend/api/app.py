@@ -13,8 +13,9 @@ from ablate.backend.api.middleware import (
     RequestMetrics,
     SecurityHeadersMiddleware,
 )
-from ablate.backend.api.routes import catalog, docs, health, metrics, results, runs, studies, tokens
+from ablate.backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
 from ablate.backend.api.routes import comparison as comparison_routes
+from ablate.backend.api.routes import docs as docs_routes
 from ablate.backend.config import Settings, get_settings
 from ablate.backend.db.database import Database
 from ablate.workers.dispatch.lifespan import dispatcher_lifespan
@@ -49,8 +50,8 @@ def create_app(
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer, refusals included
 
     app.include_router(health.router)
-    app.include_router(docs.router)
-    app.mount(docs.ASSETS_URL, docs.assets(), name="docs-assets")
+    app.include_router(docs_routes.router)
+    app.mount(docs_routes.ASSETS_URL, docs_routes.assets(), name="docs-assets")
     app.include_router(metrics.router)
     # Before catalog: its GET /releases/{ref:path} would swallow /releases/{ref}/comparison and /report.
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
