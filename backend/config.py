@@ -37,7 +37,12 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Address `ablate serve` binds to.")
     port: int = Field(default=8000, description="Port `ablate serve` listens on.")
     read_requires_token: bool = Field(
-        default=False, description="When true, reads of the API also need a token (read scope)."
+        default=False,
+        description="When true, every read needs a token (read scope): the API, report export, the "
+        "OpenAPI document and `/docs`, and the dashboard (browsers sign in once at `/login`).",
+    )
+    metrics_requires_token: bool = Field(
+        default=False, description="When true, `/metrics` needs a token (any scope) as a bearer header."
     )
     max_body_bytes: int = Field(
         default=16 * 1024 * 1024, description="Request bodies above this size get 413 before parsing."

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from ablate.backend import __version__, web
-from ablate.backend.api import problems
-from ablate.backend.api.middleware import BodyLimitMiddleware, MetricsMiddleware, RequestMetrics
+from ablate.backend.api import openapi, problems
+from ablate.backend.api.middleware import (
+    BodyLimitMiddleware,
+    ControlCharacterMiddleware,
+    MetricsMiddleware,
+    RequestMetrics,
+    SecurityHeadersMiddleware,
+)
 from ablate.backend.api.routes import advice as advice_routes
 from ablate.backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
 from ablate.backend.api.routes import comparison as comparison_routes
+from ablate.backend.api.routes import docs as docs_routes
 from ablate.backend.config import Settings, get_settings
 from ablate.backend.db.database import Database
 from ablate.workers.dispatch.lifespan import dispatcher_lifespan
@@ -29,8 +33,8 @@ def create_app(
         title="Ablate",
         version=__version__,
         description="Ablation studies of training-image releases: what each optimisation is worth.",
-        openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url="/docs",
+        openapi_url=None,  # served by routes.docs, behind the read setting, as /docs and /redoc are
+        docs_url=None,
         lifespan=dispatcher_lifespan,  # starts the in-process dispatcher when run_dispatcher
         redoc_url=None,
     )
@@ -42,9 +46,13 @@ def create_app(
     problems.install(app)
     # Last added is outermost: metrics see every request, including those the body cap refuses.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ControlCharacterMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=RequestMetrics(app.state.metrics_registry))
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer, refusals included
 
     app.include_router(health.router)
+    app.include_router(docs_routes.router)
+    app.mount(docs_routes.ASSETS_URL, docs_routes.assets(), name="docs-assets")
     app.include_router(metrics.router)
     # Before catalog: its GET /releases/{ref:path} would swallow /releases/{ref}/comparison and /report.
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
@@ -56,21 +64,5 @@ def create_app(
     app.include_router(web.router)
     app.mount(web.STATIC_URL, web.static_app(), name="static")
     web.install_error_pages(app)
-    _document_results_body(app)
+    openapi.install(app)
     return app
-
-
-def _document_results_body(app: FastAPI) -> None:
-    """Add the results batch schema to OpenAPI (its route parses the body itself, for speed)."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes
-            )
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(results.openapi_components())
-            app.openapi_schema = schema
-        return app.openapi_schema
-
-    # FastAPI's documented way to extend the schema is to replace app.openapi; mypy sees a method.
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -2,6 +2,9 @@
 
 No token: 401. Unknown or revoked token: 401. Token without the scope: 403. Reads are open unless
 ``read_requires_token`` is set. Secrets are never logged: only the token's name reaches logs.
+
+Reads also accept the dashboard's login cookie (``ablate.backend.web.auth``), so the pages' own
+scripts can read the API; writes need the bearer header (a cookie would make them forgeable).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ablate.backend.db.models import ApiToken, TokenScope
 from ablate.backend.services import tokens
 from ablate.backend.services.errors import Forbidden, Unauthorized
 from ablate.backend.services.tokens import Principal
+from ablate.backend.web.auth import COOKIE
 
 
 def _bearer(request: Request) -> str | None:
@@ -28,8 +32,8 @@ def _bearer(request: Request) -> str | None:
     return secret.strip()
 
 
-def authenticate(request: Request) -> Principal | None:
-    secret = _bearer(request)
+def authenticate(request: Request, secret: str | None = None) -> Principal | None:
+    secret = secret or _bearer(request)
     if secret is None:
         return None
     database = request.app.state.database
@@ -53,8 +57,11 @@ def require(scope: str) -> Callable[[Request], Awaitable[Principal | None]]:
     async def dependency(request: Request) -> Principal | None:
         # Anonymous requests are decided without a thread hop; token lookups go to the thread pool.
         principal = None
+        cookie = request.cookies.get(COOKIE) if scope == TokenScope.read else None
         if request.headers.get("authorization") is not None:
             principal = await run_in_threadpool(authenticate, request)
+        elif cookie:
+            principal = await run_in_threadpool(authenticate, request, cookie)
         if principal is None:
             if scope == TokenScope.read and not request.app.state.settings.read_requires_token:
                 return None
@@ -65,6 +72,15 @@ def require(scope: str) -> Callable[[Request], Awaitable[Principal | None]]:
 
     dependency.__name__ = f"require_{scope}"
     return dependency
+
+
+async def metrics_reader(request: Request) -> Principal | None:
+    """``/metrics``: open unless ``metrics_requires_token``; then any live token (a scraper's)."""
+    if not request.app.state.settings.metrics_requires_token:
+        return None
+    if request.headers.get("authorization") is None:
+        raise Unauthorized("/metrics needs a token (ABLATE_METRICS_REQUIRES_TOKEN is set)")
+    return await read(request)
 
 
 read = require(TokenScope.read.value)

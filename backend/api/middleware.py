@@ -1,4 +1,4 @@
-"""ASGI middleware: the request-body cap and request metrics.
+"""ASGI middleware: the request-body cap, request metrics, control characters in URLs, security headers.
 
 Plain ASGI (not ``BaseHTTPMiddleware``) so bodies stream through untouched and nothing is buffered.
 """
@@ -6,7 +6,9 @@ Plain ASGI (not ``BaseHTTPMiddleware``) so bodies stream through untouched and n
 from __future__ import annotations
 
 import json
+import re
 import time
+from urllib.parse import unquote_plus
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.exceptions import HTTPException
@@ -25,24 +27,113 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"request body exceeds the limit of {limit} bytes")
 
 
-async def _send_413(send: Send, limit: int) -> None:
-    body = json.dumps(
-        {
-            "type": "urn:ablate:problem:payload-too-large",
-            "title": "Payload too large",
-            "status": 413,
-            "detail": f"request body exceeds the limit of {limit} bytes",
-            "errors": [],
-        }
-    ).encode()
+async def _send_problem(send: Send, problem: dict[str, object]) -> None:
+    body = json.dumps(problem).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": problem["status"],
             "headers": [(b"content-type", PROBLEM.encode()), (b"content-length", str(len(body)).encode())],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _send_413(send: Send, limit: int) -> None:
+    detail = f"request body exceeds the limit of {limit} bytes"
+    await _send_problem(
+        send,
+        {
+            "type": "urn:ablate:problem:payload-too-large",
+            "title": "Payload too large",
+            "status": 413,
+            "detail": detail,
+            "errors": [],
+        },
+    )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class ControlCharacterMiddleware:
+    """422 for a path or query value holding NUL or another control character (``/runs?variant=%00``).
+
+    No name, ref or filter may contain one (the request schemas refuse them too), and PostgreSQL
+    cannot even compare text with NUL; refusing them here covers every route, API and dashboard alike.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            query = unquote_plus(scope.get("query_string", b"").decode("latin-1"), errors="replace")
+            where = "path" if _CONTROL.search(scope.get("path", "")) else ""
+            where = where or ("query" if _CONTROL.search(query) else "")
+            if where:
+                msg = "must not contain control characters (NUL, line breaks, ...)"
+                await _send_problem(
+                    send,
+                    {
+                        "type": "urn:ablate:problem:validation",
+                        "title": "Invalid input",
+                        "status": 422,
+                        "detail": f"{where}: {msg}",
+                        "errors": [{"loc": where, "msg": msg}],
+                    },
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+# The dashboard and the self-contained report draw plotly figures from inline scripts and use inline
+# styles, so scripts and styles may be inline; everything else comes from this origin only, nothing
+# may frame a page, and no plugin, foreign form target or <base> is allowed.
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self' 'unsafe-inline'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "worker-src 'self' blob:",  # ReDoc's search runs in a worker built from a blob
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    )
+)
+SECURITY_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+)
+
+
+class SecurityHeadersMiddleware:
+    """The security headers on every response (a route's own value of one of them wins)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                present = {name.lower() for name, _ in headers}
+                headers.extend(h for h in SECURITY_HEADERS if h[0] not in present)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class BodyLimitMiddleware:

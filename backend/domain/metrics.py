@@ -23,6 +23,11 @@ from typing import Literal
 
 Direction = Literal["higher", "lower"]
 
+# The largest magnitude a stored metric or series value may have (the results contract). Far beyond any
+# real benchmark figure (1e15 tokens/s), and small enough that sums, squares and products of a
+# comparison's values stay finite in float64: a finite value never breaks the analysis of a page.
+MAX_ABS_VALUE = 1e15
+
 
 @dataclass(frozen=True)
 class MetricDef:

@@ -7,9 +7,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from ablate.backend.schemas.common import FreeDict, Key, LongText, Name, Out, ShortText, Strict
+from ablate.backend.schemas.common import (
+    Float,
+    FreeDict,
+    Int,
+    Key,
+    Line,
+    LongText,
+    Name,
+    Out,
+    ShortText,
+    Strict,
+)
+from ablate.backend.schemas.common import Text as FreeText
 
-Text = Annotated[str, StringConstraints(max_length=5_000)]
+Text = Annotated[FreeText, StringConstraints(max_length=5_000)]
 NoteList = Annotated[list[Text], Field(max_length=500)]
 # Component versions are text end to end: 2.10 as a number would be 2.1 before anyone saw it.
 Version = Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -24,8 +36,8 @@ class ReleaseNotes(Strict):
 
 
 class ReleaseCreate(Strict):
-    image: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
-    tag: Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s:/]+$")]
+    image: Annotated[Line, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+    tag: Annotated[Line, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s:/]+$")]
     platform: Literal["gpu", "ppu"]
     release_date: date | None = None
     manifest: Manifest = {}
@@ -55,12 +67,14 @@ class ReleaseOut(Out):
 
 class VariantDef(Strict):
     name: Name
-    position: Annotated[int, Field(ge=0, le=10_000)] = 0
+    position: Annotated[Int, Field(ge=0, le=10_000)] = 0
     factors: Annotated[
-        list[Annotated[str, StringConstraints(min_length=1, max_length=64)]], Field(max_length=64)
+        list[Annotated[Line, StringConstraints(min_length=1, max_length=64)]], Field(max_length=64)
     ] = []
-    env: Annotated[dict[Key, Annotated[str, StringConstraints(max_length=4_000)]], Field(max_length=500)] = {}
-    image: Annotated[str, StringConstraints(max_length=500)] | None = None
+    env: Annotated[
+        dict[Key, Annotated[FreeText, StringConstraints(max_length=4_000)]], Field(max_length=500)
+    ] = {}
+    image: Annotated[Line, StringConstraints(max_length=500)] | None = None
     runner_options: FreeDict = {}
     description: LongText | None = None
 
@@ -77,8 +91,8 @@ class VariantOut(Out):
     created_at: datetime
 
 
-Parallel = Annotated[int, Field(ge=1, le=1_000_000)]
-Count = Annotated[int, Field(ge=0, le=1_000_000_000)]
+Parallel = Annotated[Int, Field(ge=1, le=1_000_000)]
+Count = Annotated[Int, Field(ge=0, le=1_000_000_000)]
 
 
 class WorkloadDef(Strict):
@@ -88,11 +102,11 @@ class WorkloadDef(Strict):
     data_parallel: Parallel = 1
     tensor_parallel: Parallel = 1
     pipeline_parallel: Parallel = 1
-    zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
+    zero_stage: Annotated[Int, Field(ge=0, le=3)] | None = None
     seq_len: Count | None = None
     micro_batch: Count | None = None
     global_batch: Count | None = None
-    precision: Annotated[str, StringConstraints(max_length=16)] | None = None
+    precision: Annotated[Line, StringConstraints(max_length=16)] | None = None
     warmup_steps: Count = 0
     measured_steps: Count | None = None
     runner: ShortText | None = None
@@ -125,14 +139,14 @@ class ClusterDef(Strict):
     name: Name
     accelerator: Literal["gpu", "ppu", "cpu"]
     device_model: Name | None = None
-    nodes: Annotated[int, Field(ge=1, le=100_000)] = 1
-    devices_per_node: Annotated[int, Field(ge=0, le=1_024)] = 1
-    peak_tflops_per_device: Annotated[float, Field(gt=0)] | None = None
+    nodes: Annotated[Int, Field(ge=1, le=100_000)] = 1
+    devices_per_node: Annotated[Int, Field(ge=0, le=1_024)] = 1
+    peak_tflops_per_device: Annotated[Float, Field(gt=0, le=1e9)] | None = None
     interconnect: ShortText | None = None
-    ray_address: Annotated[str, StringConstraints(max_length=500)] | None = None
+    ray_address: Annotated[Line, StringConstraints(max_length=500)] | None = None
     resource_name: ShortText | None = None
     labels: Annotated[
-        dict[Key, Annotated[str, StringConstraints(max_length=500)]], Field(max_length=100)
+        dict[Key, Annotated[Line, StringConstraints(max_length=500)]], Field(max_length=100)
     ] = {}
 
 

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, Discriminator, Field, StringConstraints, Tag
+import numpy as np
+from pydantic import Discriminator, Field, StringConstraints, Tag, ValidatorFunctionWrapHandler, WrapValidator
 
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
-from ablate.backend.schemas.common import Key, MetricName, NameOr, Scalar, Strict, Unit
+from ablate.backend.schemas.common import (
+    Float,
+    Int,
+    Key,
+    Line,
+    MetricName,
+    NameOr,
+    Scalar,
+    Strict,
+    Text,
+    Timestamp,
+    Unit,
+)
 
 MAX_RESULTS = 1_000
 MAX_METRICS = 256
@@ -18,7 +31,7 @@ MAX_POINTS = 1_000_000
 class MetricValue(Strict):
     """A metric with its unit; a bare number is enough for metrics the registry knows."""
 
-    value: float
+    value: Float
     unit: Unit
     # For a custom metric whose unit does not say which way is better (e.g. "%", "count").
     better: Literal["higher", "lower"] | None = None
@@ -29,14 +42,45 @@ def _metric_tag(value: Any) -> str:
 
 
 MetricIn = Annotated[
-    Annotated[float, Tag("number")] | Annotated[MetricValue, Tag("with-unit")],
+    Annotated[Float, Tag("number")] | Annotated[MetricValue, Tag("with-unit")],
     Discriminator(_metric_tag),
 ]
 
 
+def compact_series(obj: dict[str, Any]) -> dict[str, Any]:
+    """``object_hook`` of ``json.loads`` for result batches: a ``{"steps": [...], "values": [...]}``
+    object of plain JSON numbers becomes two numpy arrays the moment it is parsed, so a large body
+    never holds all its points as Python objects at once (about 60 bytes a point, the arrays 16).
+    Anything else (a string among the steps, a flag among the values) stays as parsed, for the
+    schema to refuse with its usual message."""
+    steps, values = obj.get("steps"), obj.get("values")
+    if len(obj) != 2 or type(steps) is not list or type(values) is not list:
+        return obj
+    if not all(type(s) is int for s in steps) or not all(type(v) is float or type(v) is int for v in values):
+        return obj
+    try:
+        packed = np.array(values, dtype=np.float64)
+        if not np.isfinite(packed).all():  # NaN, Infinity, 1e400: the schema names the exact point
+            return obj
+        return {"steps": np.array(steps, dtype=np.int64), "values": packed}
+    except OverflowError:  # an integer beyond 64 bits: the schema and ingest say so
+        return obj
+
+
+def _packed_or_list(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # Arrays come from compact_series, which checked every element's JSON type already.
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1 or value.size > MAX_POINTS:
+            raise ValueError(f"at most {MAX_POINTS} points per series")
+        return value
+    return handler(value)
+
+
 class SeriesIn(Strict):
-    steps: Annotated[list[int], Field(max_length=MAX_POINTS)]
-    values: Annotated[list[float], Field(max_length=MAX_POINTS)]
+    """A step series: lists (or, from the results route's parser, the same as numpy arrays)."""
+
+    steps: Annotated[list[Int], Field(max_length=MAX_POINTS), WrapValidator(_packed_or_list)]
+    values: Annotated[list[Float], Field(max_length=MAX_POINTS), WrapValidator(_packed_or_list)]
 
 
 def _release_tag(value: Any) -> str:
@@ -45,27 +89,28 @@ def _release_tag(value: Any) -> str:
 
 class ResultIn(Strict):
     release: Annotated[
-        Annotated[str, Tag("by-name"), StringConstraints(min_length=3, max_length=265)]
+        Annotated[Line, StringConstraints(min_length=3, max_length=265), Tag("by-name")]
         | Annotated[ReleaseCreate, Tag("in-full")],
         Discriminator(_release_tag),
     ]
     cluster: NameOr[ClusterDef]
     workload: NameOr[WorkloadDef]
     variant: NameOr[VariantDef]
-    repeat: Annotated[int, Field(ge=0, le=100_000)] = 0
+    repeat: Annotated[Int, Field(ge=0, le=100_000)] = 0
     status: Literal["succeeded", "failed"] = "succeeded"
     metrics: Annotated[dict[MetricName, MetricIn], Field(max_length=MAX_METRICS)] = {}
     series: Annotated[dict[MetricName, SeriesIn], Field(max_length=MAX_SERIES)] = {}
     provenance: Annotated[dict[Key, Scalar], Field(max_length=200)] = {}
     environment: Annotated[
-        dict[Key, Annotated[str, StringConstraints(max_length=4_000)]], Field(max_length=1_000)
+        dict[Key, Annotated[Text, StringConstraints(max_length=4_000)]], Field(max_length=1_000)
     ] = {}
+    # A process's output may hold control bytes: ingest stores them as U+FFFD rather than refusing.
     error: Annotated[str, StringConstraints(max_length=10_000)] | None = None
     failure_kind: Literal["benchmark", "infrastructure", "timeout"] | None = None
     log_tail: Annotated[str, StringConstraints(max_length=65_536)] | None = None
-    started_at: AwareDatetime | None = None
-    finished_at: AwareDatetime | None = None
-    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    idempotency_key: Annotated[Line, StringConstraints(min_length=1, max_length=200)] | None = None
 
 
 class ResultsBatch(Strict):

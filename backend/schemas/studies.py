@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, model_validator
 
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from ablate.backend.schemas.common import Name, NameOr, Out, ReleaseRef, Strict
+from ablate.backend.schemas.common import Int, Line, Name, NameOr, Out, ReleaseRef, Strict
 from ablate.backend.schemas.sweeps import Sweep, expand_ckpt_layers
 
 log = logging.getLogger("ablate.plans")
@@ -34,9 +34,9 @@ class StudyPlan(Strict):
     workloads: Annotated[list[NameOr[WorkloadDef]], Field(min_length=1, max_length=64)]
     # 5: the smallest count at which the statistics meet their targets (docs/statistics.md: >= 80%
     # power for a 5% drop at CV 2%, and a CV below ~2% can be called clean).
-    repeats: Annotated[int, Field(ge=1, le=100)] = RECOMMENDED_REPEATS
-    order_seed: Annotated[int, Field(ge=0, le=2**62)] | None = None
-    created_by: Annotated[str, StringConstraints(max_length=200)] | None = None
+    repeats: Annotated[Int, Field(ge=1, le=100)] = RECOMMENDED_REPEATS
+    order_seed: Annotated[Int, Field(ge=0, le=2**62)] | None = None
+    created_by: Annotated[Line, StringConstraints(max_length=200)] | None = None
     # Expanded into the variants on validation (and then cleared), so the stored plan lists what runs.
     sweep: Sweep | None = None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,7 +40,7 @@ from ablate.backend.db.models import (
     Variant,
     Workload,
 )
-from ablate.backend.domain.metrics import get_metric, resolve_metric
+from ablate.backend.domain.metrics import MAX_ABS_VALUE, get_metric, resolve_metric
 from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
 from ablate.backend.services import catalog
@@ -117,6 +118,8 @@ def prepare_rows(result: RunResult, *, loc: str = "", errors: list[FieldError] |
             own.append(FieldError(where, f"not a number: {value!r}"))
         elif not math.isfinite(value):
             own.append(FieldError(where, "must be a finite number (no NaN, no infinity)"))
+        elif abs(value) > MAX_ABS_VALUE:
+            own.append(FieldError(where, f"must be within ±{MAX_ABS_VALUE:g}, got {value!r}"))
         elif definition.non_negative and value < 0:
             own.append(FieldError(where, f"{definition.label} cannot be negative, got {value!r}"))
         elif definition.max_value is not None and value > definition.max_value:
@@ -161,6 +164,9 @@ def _series_problem(name: str, steps: np.ndarray, values: np.ndarray) -> str | N
     if not np.isfinite(values).all():
         bad = int(np.flatnonzero(~np.isfinite(values))[0])
         return f"values[{bad}] must be a finite number (no NaN, no infinity)"
+    if np.abs(values).max() > MAX_ABS_VALUE:
+        bad = int(np.flatnonzero(np.abs(values) > MAX_ABS_VALUE)[0])
+        return f"values[{bad}] must be within ±{MAX_ABS_VALUE:g}, got {float(values[bad])!r}"
     if steps[0] < 0 or (steps.size > 1 and not (np.diff(steps) > 0).all()):
         return "steps must be non-negative and strictly increasing"
     definition = get_metric(name)
@@ -281,6 +287,15 @@ def record_run_result(
         raise exc.by_index[0] from None
 
 
+# A process's output may hold NUL and other control bytes; PostgreSQL cannot store NUL in text.
+_CONTROL_BYTES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _storable_text(text: str | None) -> str | None:
+    """Log tails and errors as stored: control characters (tabs and line breaks kept) become U+FFFD."""
+    return None if text is None else _CONTROL_BYTES.sub("\ufffd", text)
+
+
 def _apply(
     run: Run,
     result: RunResult,
@@ -292,12 +307,12 @@ def _apply(
 ) -> None:
     """Set a run's columns from its result (the error fields are cleared by a later success)."""
     run.status = status or result.status
-    run.error = result.error
+    run.error = _storable_text(result.error)
     run.failure_kind = result.failure_kind
     run.provenance = dict(result.provenance)
     run.environment = dict(result.environment)
     for name, value in (
-        ("log_tail", result.log_tail or None),
+        ("log_tail", _storable_text(result.log_tail) or None),
         ("log_path", result.log_path),
         ("started_at", started_at),
         ("finished_at", finished_at),

@@ -18,14 +18,15 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from ablate.backend.services.errors import NotFound, ProblemError
+from ablate.backend.web.auth import LoginRequired
 from ablate.backend.web.templating import render
 
 log = logging.getLogger(__name__)
 
-API_PREFIXES = ("/api/", "/docs", "/healthz", "/readyz", "/metrics")
+API_PREFIXES = ("/api/", "/docs", "/redoc", "/healthz", "/readyz", "/metrics")
 
 
 def error_page(request: Request, status: int, title: str, message: str) -> Response:
@@ -51,6 +52,8 @@ class PageRoute(APIRoute):
         async def page_handler(request: Request) -> Response:
             try:
                 return await handler(request)
+            except LoginRequired as exc:
+                return RedirectResponse(exc.location, status_code=303)
             except ProblemError as exc:
                 # "release 'x:1' does not exist" reads better than its API form "release: release ...".
                 single = isinstance(exc, NotFound) and len(exc.errors) == 1

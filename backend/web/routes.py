@@ -7,11 +7,17 @@ Expected failures (unknown release, run or study; bad filter) become HTML error 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from typing import Annotated
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from ablate.backend.charts import plotly_js_source
 from ablate.backend.db.database import Database
+from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText
+from ablate.backend.web import auth
 from ablate.backend.web.errors import PageRoute
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.paths import PLOTLY_URL
@@ -19,13 +25,18 @@ from ablate.backend.web.templating import render
 from ablate.backend.web.views import clusters, compare, home, release, run, studies
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
+# What must stay reachable without a token: the login form and the (public) plotly library.
+open_router = APIRouter(route_class=PageRoute, include_in_schema=False)
+pages = APIRouter(
+    route_class=PageRoute, include_in_schema=False, dependencies=[Depends(auth.require_page_reader)]
+)
 
 
 def _db(request: Request) -> Database:
     return request.app.state.database
 
 
-@router.get(PLOTLY_URL)
+@open_router.get(PLOTLY_URL)
 def plotly_js() -> Response:
     """plotly.js of the installed plotly package: the dashboard works offline and never uses a CDN."""
     # The URL carries the plotly version (?v=...), so a year of caching is safe.
@@ -36,35 +47,35 @@ def plotly_js() -> Response:
     )
 
 
-@router.get("/clusters", response_class=HTMLResponse)
+@pages.get("/clusters", response_class=HTMLResponse)
 def clusters_page(request: Request) -> Response:
     with _db(request).read() as session:
         page = clusters.clusters_page(session)
     return render(request, "clusters.html", {"section": "clusters", "page": page})
 
 
-@router.get("/studies", response_class=HTMLResponse)
+@pages.get("/studies", response_class=HTMLResponse)
 def studies_page(request: Request) -> Response:
     with _db(request).read() as session:
         items = studies.study_items(session)
     return render(request, "studies.html", {"section": "studies", "items": items})
 
 
-@router.get("/studies/{study_id}", response_class=HTMLResponse)
-def study_page(request: Request, study_id: int) -> Response:
+@pages.get("/studies/{study_id}", response_class=HTMLResponse)
+def study_page(request: Request, study_id: DbId) -> Response:
     with _db(request).read() as session:
         page = studies.study_page(session, study_id)
     return render(request, "study.html", {"section": "studies", "page": page})
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: int) -> Response:
+@pages.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(request: Request, run_id: DbId) -> Response:
     with _db(request).read() as session:
         page = run.run_page(session, run_id)
     return render(request, "run.html", {"section": "releases", "page": page, "charts": page.chart_html})
 
 
-@router.get("/", response_class=HTMLResponse)
+@pages.get("/", response_class=HTMLResponse)
 def home_page(request: Request) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
@@ -72,7 +83,7 @@ def home_page(request: Request) -> Response:
     return render(request, "home.html", {"section": "home", "page": page})
 
 
-@router.get("/releases", response_class=HTMLResponse)
+@pages.get("/releases", response_class=HTMLResponse)
 def releases_page(request: Request) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
@@ -80,7 +91,7 @@ def releases_page(request: Request) -> Response:
     return render(request, "releases.html", {"section": "releases", "page": page})
 
 
-@router.get("/releases/{ref:path}", response_class=HTMLResponse)
+@pages.get("/releases/{ref:path}", response_class=HTMLResponse)
 def release_page(request: Request, ref: str) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
@@ -88,15 +99,15 @@ def release_page(request: Request, ref: str) -> Response:
     return render(request, "release.html", {"section": "releases", "page": page, "charts": page.chart_count})
 
 
-@router.get("/compare", response_class=HTMLResponse)
+@pages.get("/compare", response_class=HTMLResponse)
 def compare_page(
     request: Request,
     a: str = Query("", max_length=265),
     b: str = Query("", max_length=265),
-    baseline_runs: str = Query("", max_length=100_000),
-    contender_runs: str = Query("", max_length=100_000),
-    baseline_study: str = Query("", max_length=20),
-    contender_study: str = Query("", max_length=20),
+    baseline_runs: Annotated[IdText, Query(max_length=MAX_ID_LIST)] = "",
+    contender_runs: Annotated[IdText, Query(max_length=MAX_ID_LIST)] = "",
+    baseline_study: Annotated[IdText, Query(max_length=20)] = "",
+    contender_study: Annotated[IdText, Query(max_length=20)] = "",
 ) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
@@ -112,3 +123,55 @@ def compare_page(
             contender_study=contender_study.strip(),
         )
     return render(request, "compare.html", {"section": "compare", "page": page, "charts": page.chart_count})
+
+
+MAX_LOGIN_BODY = 4_096
+
+
+def _login_page(request: Request, next_url: str, *, error: str = "", status_code: int = 200) -> Response:
+    context = {
+        "next": auth.safe_next(next_url),
+        "error": error,
+        "signed_in": bool(request.cookies.get(auth.COOKIE)),
+    }
+    return render(request, "login.html", context, status_code=status_code)
+
+
+@open_router.get(auth.LOGIN_URL, response_class=HTMLResponse)
+def login_form(request: Request, next: str = Query("/", max_length=2_000)) -> Response:
+    return _login_page(request, next)
+
+
+@open_router.post(auth.LOGIN_URL, response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    """Check the token once and keep it in an HttpOnly, SameSite=Strict cookie; then go back."""
+    body = await request.body()
+    form = parse_qs(body[:MAX_LOGIN_BODY].decode("utf-8", errors="replace"), max_num_fields=10)
+    secret = (form.get("token") or [""])[0].strip()
+    next_url = auth.safe_next((form.get("next") or ["/"])[0])
+    if not secret or await run_in_threadpool(auth.reads_token, request, secret) is None:
+        return _login_page(
+            request, next_url, error="That token is unknown, revoked or cannot read.", status_code=401
+        )
+    response = RedirectResponse(next_url, status_code=303)
+    response.set_cookie(
+        auth.COOKIE,
+        secret,
+        max_age=auth.COOKIE_MAX_AGE_S,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@open_router.post("/logout")
+def logout() -> Response:
+    response = RedirectResponse(auth.LOGIN_URL, status_code=303)
+    response.delete_cookie(auth.COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+router.include_router(open_router)
+router.include_router(pages)

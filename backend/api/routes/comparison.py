@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
@@ -11,6 +13,7 @@ from ablate.backend.api import auth
 from ablate.backend.api.deps import database
 from ablate.backend.reports import MEDIA_TYPES, default_filename, render
 from ablate.backend.reports.json import render_json
+from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText, Line
 from ablate.backend.services import comparison as svc
 from ablate.backend.services.advice import release_advice
 from ablate.backend.services.compare_sides import API_FIELDS, compare_sides, parse_side
@@ -68,12 +71,16 @@ def release_comparison(
 @router.get("/compare", summary="Compare two releases or two sets of runs")
 def compare(
     request: Request,
-    baseline: str | None = Query(None, max_length=265, description="Baseline release IMAGE:TAG."),
-    contender: str | None = Query(None, max_length=265, description="Contender release IMAGE:TAG."),
-    baseline_runs: str | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
-    contender_runs: str | None = Query(None, max_length=100_000, description="Comma-separated run ids."),
-    baseline_study: int | None = Query(None, ge=1, description="All runs of this study."),
-    contender_study: int | None = Query(None, ge=1, description="All runs of this study."),
+    baseline: Line | None = Query(None, max_length=265, description="Baseline release IMAGE:TAG."),
+    contender: Line | None = Query(None, max_length=265, description="Contender release IMAGE:TAG."),
+    baseline_runs: IdText | None = Query(
+        None, max_length=MAX_ID_LIST, description="Comma-separated run ids."
+    ),
+    contender_runs: IdText | None = Query(
+        None, max_length=MAX_ID_LIST, description="Comma-separated run ids."
+    ),
+    baseline_study: DbId | None = Query(None, description="All runs of this study."),
+    contender_study: DbId | None = Query(None, description="All runs of this study."),
     options: svc.ComparisonOptions = Depends(_options),
 ) -> Response:
     """Each side is given exactly one way: a release (``baseline``/``contender``), run ids
@@ -102,7 +109,25 @@ def compare(
     return _json(render_json(result, indent=None))
 
 
-@router.get("/releases/{ref:path}/report", summary="Release report export")
+def content_disposition(kind: str, filename: str) -> str:
+    """RFC 6266: an ASCII ``filename`` for old clients and the exact name as RFC 5987 ``filename*``."""
+    fallback = re.sub(r"[^A-Za-z0-9._+:,@=-]", "_", filename) or "report"
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+_REPORT_TYPES: dict[str, dict[str, object]] = {
+    "text/html": {},
+    "text/markdown": {},
+    "text/csv": {},
+    "application/json": {},
+}
+
+
+@router.get(
+    "/releases/{ref:path}/report",
+    summary="Release report export",
+    responses={200: {"description": "The report in the asked format", "content": _REPORT_TYPES}},
+)
 def release_report(
     ref: str,
     request: Request,
@@ -126,5 +151,5 @@ def release_report(
     return Response(
         content=body,
         media_type=MEDIA_TYPES[format],
-        headers={"Content-Disposition": f'{disposition}; filename="{default_filename(result, format)}"'},
+        headers={"Content-Disposition": content_disposition(disposition, default_filename(result, format))},
     )

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
+from ablate.backend.api import auth
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run, RunStatus, Study, StudyStatus
 
@@ -51,6 +52,6 @@ def make_registry(database: Database) -> CollectorRegistry:
     return registry
 
 
-@router.get("/metrics", include_in_schema=False)
+@router.get("/metrics", include_in_schema=False, dependencies=[Depends(auth.metrics_reader)])
 def metrics(request: Request) -> Response:
     return Response(generate_latest(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)

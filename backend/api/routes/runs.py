@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.schemas.common import MAX_DB_ID, DbId, Line
 from ablate.backend.schemas.runs import RunDetail, RunPage, SeriesOut
 from ablate.backend.services import runs
 from ablate.backend.services.downsample import MIN_POINTS
+from ablate.backend.services.errors import ValidationProblem
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(auth.read)])
 
@@ -20,20 +22,25 @@ def _name(what: str) -> Any:
     return Query(None, max_length=265, description=f"Only runs of this {what}.")
 
 
+Filter = Line | None
+
+
 @router.get("/runs", response_model=RunPage)
 def list_runs(
     request: Request,
-    release: str | None = _name("release (image:tag)"),
-    variant: str | None = _name("variant"),
-    workload: str | None = _name("workload"),
-    cluster: str | None = _name("cluster"),
+    release: Filter = _name("release (image:tag)"),
+    variant: Filter = _name("variant"),
+    workload: Filter = _name("workload"),
+    cluster: Filter = _name("cluster"),
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
     source: Literal["scheduled", "ci"] | None = None,
-    study_id: int | None = Query(None, ge=1),
-    cursor: str | None = Query(None, max_length=200, description="next_cursor of the previous page"),
+    study_id: DbId | None = None,
+    cursor: Line | None = Query(None, max_length=200, description="next_cursor of the previous page"),
     limit: int = Query(50, ge=1, le=runs.MAX_PAGE),
 ) -> Any:
     """Runs, newest first. Filters combine; ``next_cursor`` is null on the last page."""
+    if cursor and runs.decode_cursor(cursor) > MAX_DB_ID:
+        raise ValidationProblem.at("cursor", "not a cursor this server handed out")
     filters = runs.RunFilters(release, variant, workload, cluster, status, source, study_id)
     with database(request).read() as session:
         items, next_cursor = runs.list_runs(session, filters, cursor=cursor, limit=limit)
@@ -41,7 +48,7 @@ def list_runs(
 
 
 @router.get("/runs/{run_id}", response_model=RunDetail)
-def get_run(run_id: int, request: Request) -> Any:
+def get_run(run_id: DbId, request: Request) -> Any:
     """One run with summary metrics, series summaries, provenance and progress."""
     with database(request).read() as session:
         return runs.run_detail(session, run_id)
@@ -49,9 +56,9 @@ def get_run(run_id: int, request: Request) -> Any:
 
 @router.get("/runs/{run_id}/series/{metric}", response_model=SeriesOut)
 def get_series(
-    run_id: int,
+    run_id: DbId,
     request: Request,
-    metric: str = Path(max_length=200),
+    metric: Annotated[Line, Path(max_length=200)],
     max_points: int | None = Query(
         None, ge=MIN_POINTS, le=1_000_000, description="Downsample (min-max buckets) to at most this many."
     ),

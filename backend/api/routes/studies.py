@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.schemas.common import DbId
 from ablate.backend.schemas.studies import StudyOut, StudyPlan, StudySummaryOut
 from ablate.backend.services import studies
 
@@ -41,14 +42,14 @@ def list_studies(request: Request, limit: int = Query(100, ge=1, le=1000)) -> An
 
 
 @router.get("/studies/{study_id}", response_model=StudyOut, dependencies=[Depends(auth.read)])
-def get_study(study_id: int, request: Request) -> Any:
+def get_study(study_id: DbId, request: Request) -> Any:
     """The study and its run matrix: every run's status and progress, in queue order."""
     with database(request).read() as session:
         return studies.study_matrix(session, studies.get_study(session, study_id))
 
 
 @router.post("/studies/{study_id}/cancel", response_model=StudyOut, dependencies=[Depends(auth.admin)])
-def cancel_study(study_id: int, request: Request) -> Any:
+def cancel_study(study_id: DbId, request: Request) -> Any:
     """Queued runs are cancelled; running ones are marked cancelled and the dispatcher stops them."""
     with database(request).transaction() as session:
         study = studies.cancel_study(session, study_id)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.schemas.common import DbId
 from ablate.backend.schemas.tokens import TokenCreate, TokenCreated, TokenOut
 from ablate.backend.services import tokens
 
@@ -28,6 +29,6 @@ def list_tokens(request: Request) -> Any:
 
 
 @router.post("/tokens/{token_id}/revoke", response_model=TokenOut)
-def revoke_token(token_id: int, request: Request) -> Any:
+def revoke_token(token_id: DbId, request: Request) -> Any:
     with database(request).transaction() as session:
         return TokenOut.model_validate(tokens.revoke_token(session, token_id))
