@@ -10,7 +10,8 @@ from markupsafe import Markup
 
 from ablate.backend import charts
 from ablate.backend.charts.checkpointing import memory_vs_k, throughput_vs_k
-from ablate.backend.reports.tables import NA, Table, anchor, interval, num
+from ablate.backend.domain.formatting import MEDIAN_DIGITS, interval, num, num_ci, ratio_ci
+from ablate.backend.reports.tables import NA, Table, anchor
 from ablate.backend.services.advice import CheckpointingAdvice, ReleaseAdvice
 
 TITLE = "Activation checkpointing advice"
@@ -32,7 +33,7 @@ class AdvisorSection:
 
 
 def _ratio(value: float, low: float, high: float) -> str:
-    return f"{value:.3f} {interval(low, high, '.3f')}"
+    return ratio_ci(value, low, high)
 
 
 def _k(item: CheckpointingAdvice) -> str:
@@ -49,8 +50,9 @@ def summary_table(advice: ReleaseAdvice) -> Table:
                 item.cluster,
                 item.workload,
                 _k(item),
-                f"{num(ch.peak_memory_gib, '.2f')} {interval(ch.low_gib, ch.high_gib, '.2f')}",
-                f"{num(a.memory_budget_gib, '.2f')} ({num(a.device_memory_gib, '.4g')} x {a.utilisation:g})",
+                num_ci(ch.peak_memory_gib, ch.low_gib, ch.high_gib),
+                f"{num(a.memory_budget_gib, MEDIAN_DIGITS)} "
+                f"({num(a.device_memory_gib, MEDIAN_DIGITS)} x {a.utilisation:g})",
                 _ratio(ch.throughput_ratio, ch.throughput_ratio_low, ch.throughput_ratio_high),
                 a.basis,
                 ", ".join(map(str, a.memory_run_ids)) or NA,
@@ -73,8 +75,8 @@ def k_table(item: CheckpointingAdvice) -> Table:
     rows = tuple(
         (
             f"{row.ckpt_layers}{' (recommended)' if row.ckpt_layers == chosen else ''}",
-            num(row.peak_memory_gib, ".3f"),
-            interval(row.low_gib, row.high_gib, ".3f"),
+            num(row.peak_memory_gib, MEDIAN_DIGITS),
+            interval(row.low_gib, row.high_gib, "num", MEDIAN_DIGITS),
             "yes" if row.fits else "no",
             _ratio(row.throughput_ratio, row.throughput_ratio_low, row.throughput_ratio_high),
             ", ".join(f"{v:.3f}" for v in row.measured_peak_gib) or NA,

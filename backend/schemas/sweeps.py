@@ -8,13 +8,13 @@ from typing import Annotated
 
 from pydantic import Field
 
+from ablate.backend.domain.factors import normalize_factor
 from ablate.backend.schemas.catalog import VariantDef
 from ablate.backend.schemas.common import Strict
 
 CKPT = "ckpt_opt"
 CKPT_ENV = "CHECKPOINT_OPTIMIZATION"
 MAX_POSITION = 10_000
-_CKPT_SPELLINGS = {"ckpt_opt", "ckptopt", "checkpoint_opt", "activation_checkpointing"}
 
 
 class Sweep(Strict):
@@ -24,17 +24,17 @@ class Sweep(Strict):
 
 
 def _is_ckpt(factor: str) -> bool:
-    return factor.strip().lower().replace("-", "_").replace(" ", "_") in _CKPT_SPELLINGS
+    return normalize_factor(factor) == CKPT
 
 
-def expand_ckpt_layers(variants: list[VariantDef | str], values: list[int]) -> list[VariantDef]:
+def expand_ckpt_layers(variants: list[VariantDef | str], values: list[int]) -> list[str | VariantDef]:
     """One variant per (variant, k), named ``"<name> ckpt_layers=<k>"``: for k > 0 with the ckpt_opt
     factor, ``CHECKPOINT_OPTIMIZATION=true`` and the runner option ``ckpt_layers: k``; for k = 0
     without either (no layer checkpointed is no checkpointing), the option still recorded.
     Raises ValueError for repeated values, variants given by name and positions out of range."""
     if len(set(values)) != len(values):
         raise ValueError(f"sweep.ckpt_layers lists a value twice: {values}")
-    out: list[VariantDef] = []
+    out: list[str | VariantDef] = []
     for i, variant in enumerate(variants):
         if isinstance(variant, str):
             raise ValueError(
