@@ -76,7 +76,7 @@ def test_held_out_k_lies_in_its_prediction_interval(database: Database, sweep: d
     plan = _plan()
     train = [k for k in sweep if k != HELD_OUT]
     with database.transaction() as session:
-        catalog.upsert_release(session, load_release_file(DEMO_RELEASE))
+        catalog.import_release(session, load_release_file(DEMO_RELEASE))
         batch = ResultsBatch.model_validate({"results": [_result(plan, k, sweep[k]) for k in train]})
         ids = submit_results(session, batch, token_scope="admin", idempotency_key=None).run_ids
     with database.read() as session:
