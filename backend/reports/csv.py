@@ -65,12 +65,20 @@ COLUMNS: tuple[str, ...] = (
 )
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP "CSV injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(x: object) -> str:
     if x is None:
         return ""
     if isinstance(x, float):
         return repr(x)  # shortest round-tripping text: no precision lost, always the same
-    return str(x)
+    if isinstance(x, int):
+        return str(x)
+    text = str(x)
+    # Names and notes are user text: a leading quote makes a spreadsheet show it instead of running it.
+    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
 
 
 def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:

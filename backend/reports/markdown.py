@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from ablate.backend.reports import tables as t
@@ -9,16 +10,21 @@ from ablate.backend.reports.checkpointing import advisor_tables
 from ablate.backend.services.advice import ReleaseAdvice
 from ablate.backend.services.comparison import ReleaseComparison
 
+# Markdown (and the HTML it allows) in a name would render: a link, bold text, a tag. CommonMark
+# lets any ASCII punctuation be backslash-escaped, so these are shown as written. An underscore
+# inside a word (compiler_opt) cannot emphasise anything and is left as it is.
+_MARKUP = re.compile(r"[\\`*\[\]<>|~!#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
 
 def _escape(text: str) -> str:
-    # A pipe would split the cell; a newline would end the row.
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip() or " "
+    # A newline would end the table row.
+    return _MARKUP.sub(lambda m: "\\" + m.group(0), text).replace("\n", " ").strip() or " "
 
 
 def table_md(table: t.Table, *, level: int = 3) -> str:
-    lines = [f"{'#' * level} {table.title}", ""]
+    lines = [f"{'#' * level} {_escape(table.title)}", ""]
     if table.note:
-        lines += [f"_{table.note}_", ""]
+        lines += [f"_{_escape(table.note)}_", ""]
     if not table.rows:
         return "\n".join([*lines, "None.", ""])
     lines.append("| " + " | ".join(_escape(h) for h in table.header) + " |")
@@ -35,7 +41,7 @@ def _bullets(title: str, items: tuple[str, ...] | list[str]) -> str:
 def render_markdown(
     c: ReleaseComparison, *, generated_at: datetime | None = None, advice: ReleaseAdvice | None = None
 ) -> str:
-    parts = [f"# Ablation report: {c.release.ref}", ""]
+    parts = [f"# Ablation report: {_escape(c.release.ref)}", ""]
     if generated_at is not None:
         parts += [f"_Generated {generated_at.isoformat()}_", ""]
     parts.append(table_md(t.overview(c)))
