@@ -218,11 +218,13 @@ def test_series_packing_keeps_every_refusal_and_free_objects_intact(
     ):
         response = admin_results.post("/results", json={"results": [result(series={"step_time_s": series})]})
         assert_problem(response, 422, loc=loc)
-    release = {**RELEASE, "manifest": {"shape": {"steps": [1, 2], "values": [3.5, 4.0]}}}
+    # driver_requirements is a free object (the manifest holds version strings only).
+    free = {"shape": {"steps": [1, 2], "values": [3.5, 4.0]}}
+    release = {**RELEASE, "driver_requirements": free}
     response = admin_results.post("/results", json={"results": [result(release=release)]})
     assert response.status_code == 201, response.text
     stored = admin.get(f"/releases/{REF}").json()
-    assert stored["manifest"] == {"shape": {"steps": [1, 2], "values": [3.5, 4.0]}}
+    assert stored["driver_requirements"] == free
     run = admin.get(f"/runs/{response.json()['run_ids'][0]}/series/step_time_s").json()
     assert run["steps"] == [1, 2, 3] and run["values"] == [5.3, 5.1, 5.08]
     admin_results.close()
