@@ -121,6 +121,27 @@ def test_no_metrics_fails(make_spec: Callable[..., RunSpec]) -> None:
     assert "metrics written elsewhere" in res.log_tail
 
 
+def test_deepspeed_0_7_log_through_the_runner(make_spec: Callable[..., RunSpec]) -> None:
+    log = Path(__file__).parents[1] / "parsers" / "data" / "deepspeed_v07_gpt2.log"
+    script = f"import sys; sys.stdout.write(open({str(log)!r}).read())"
+    res = RUNNER.run(_spec(make_spec, script, parser="deepspeed", seq_len=1024, warmup_steps=1))
+    assert res.succeeded, (res.error, res.log_tail)
+    assert res.metrics["throughput_tokens_per_s"][0] == pytest.approx(98.0 * 1024)
+    assert res.metrics["peak_memory_gib"] == (pytest.approx(6.91), "GiB")
+    assert res.provenance["malformed_lines"] == "6"
+    assert "CurrSamplesPerSec 'nan' is not a number" in res.provenance["first_malformed_line"]
+
+
+def test_no_metrics_names_the_first_malformed_line(make_spec: Callable[..., RunSpec]) -> None:
+    line = "[timer.py:197:stop] 0/10, CurrSamplesPerSec=garbage, MaxMemAllocated=1GB"
+    script = f"print({line!r})"
+    res = RUNNER.run(_spec(make_spec, script, parser="deepspeed"))
+    assert res.failure_kind == "benchmark" and "no metrics" in (res.error or "")
+    assert "1 malformed lines); first malformed line 1: CurrSamplesPerSec 'garbage' is not a number" in (
+        res.error or ""
+    )
+
+
 def test_missing_executable_and_bad_options(make_spec: Callable[..., RunSpec]) -> None:
     res = RUNNER.run(make_spec(runner="command", options={"command": ["/nonexistent/ljperf", "benchmark"]}))
     assert res.failure_kind == "infrastructure" and "/nonexistent/ljperf" in (res.error or "")

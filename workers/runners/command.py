@@ -136,6 +136,8 @@ class CommandRunner:
         parsed = parser.finish()
         prov["malformed_lines"] = str(parsed.malformed_lines)
         prov["step_records"] = str(len(parsed.steps))
+        if parsed.malformed_examples:
+            prov["first_malformed_line"] = parsed.malformed_examples[0]
 
         def fail(error: str, kind: FailureKind) -> RunResult:
             return RunResult.failed(
@@ -165,6 +167,8 @@ class CommandRunner:
         if not metrics:
             why = f"parser {parser_name} found no metrics ({len(parsed.steps)} step records"
             why += f", {warmup} warm-up dropped, {parsed.malformed_lines} malformed lines)"
+            if parsed.malformed_examples:
+                why += f"; first malformed {parsed.malformed_examples[0]}"
             return fail(f"command printed no metrics: {why}", "benchmark")
         metrics.setdefault("elapsed_s", (elapsed, "s"))
         return RunResult(
