@@ -4,9 +4,9 @@ Megatron-DeepSpeed/DeepSpeedExamples, and the flops profiler's summary.
 The throughput timer (``[timer.py:NNN:stop]``, any prefix such as ``[Rank 0]`` or a launcher's
 ``0:``) in the forms DeepSpeed has printed:
 
-- up to 0.6: ``0/40, SamplesPerSec=83.4, MemAllocated=0.26GB, MaxMemAllocated=9.02GB``
-- 0.7 to 0.8: ``0/17, RunningAvgSamplesPerSec=158.3, CurrSamplesPerSec=159.6, MemAllocated=1.75GB, ...``
-- since: ``epoch=0/micro_step=20/global_step=20, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=..., ...``
+- before 0.7: ``0/40, SamplesPerSec=83.4, MemAllocated=0.26GB, MaxMemAllocated=9.02GB``
+- the 0.7 era: ``0/17, RunningAvgSamplesPerSec=158.3, CurrSamplesPerSec=159.6, MemAllocated=1.75GB, ...``
+- current: ``epoch=0/micro_step=20/global_step=20, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=..., ...``
 
 The step is ``global_step``, else the ``epoch/step`` pair; the step count restarts with each epoch
 there, so a later epoch's steps are placed after the highest step seen before it. Samples/s is
