@@ -3,7 +3,8 @@ factor effects of a factorial design."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -13,7 +14,15 @@ from ablate.backend.analysis.factorial import FactorialAnalysis
 from ablate.backend.charts._common import has_data, speedup_of, variant_order
 from ablate.backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
-from ablate.backend.domain.formatting import pct, pvalue, ratio, ratio_ci
+from ablate.backend.charts.repeats import (
+    BARGAP,
+    BARGROUPGAP,
+    Repeats,
+    RunValue,
+    pin_points_axes,
+    point_traces,
+)
+from ablate.backend.domain.formatting import pct, pvalue, quantity, qvalue, ratio, ratio_ci
 from ablate.backend.domain.metrics import describe_metric
 
 
@@ -22,16 +31,27 @@ def _baseline_name(ladders: Mapping[str, LadderAnalysis]) -> str:
     return names.pop() if len(names) == 1 else "baseline"
 
 
+def _baseline_geomean(ladder: LadderAnalysis, runs: Sequence[RunValue]) -> float | None:
+    values = [v for _, v in runs if v > 0]
+    if ladder.baseline_missing or not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def ablation_bars(
     ladders: Mapping[str, LadderAnalysis],
     *,
     release: str | None = None,
     cluster: str | None = None,
     colors: Mapping[str, str] | None = None,
+    repeats: Repeats | None = None,
 ) -> go.Figure:
     """Metric normalised to Base for every variant, grouped by workload, with Welch t interval bars.
 
-    ``ladders`` maps workload -> ladder analysis (same metric for all). One trace per variant.
+    ``ladders`` maps workload -> ladder analysis (same metric for all). One bar trace per variant,
+    its value label inside the bar's base (clear of the interval's whisker), then, given
+    ``repeats`` (workload -> variant -> (run id, value)), one trace of points per variant: each
+    run's own value over the baseline's geometric mean, oriented like the bars (> 1 is better).
     """
     first = next(iter(ladders.values()), None)
     label = describe_metric(first.metric, first.unit).label if first else "Throughput"
@@ -64,11 +84,38 @@ def ablation_bars(
                 "marker": {"color": color_for(name, colors)},
                 "hovertext": hover,
                 "hoverinfo": "text",
+                "legendgroup": name,
+                # Inside the bar at its base: outside, the whisker of the interval strikes it through.
                 "texttemplate": "%{y:.2f}\u00d7",
-                "textposition": "outside",
+                "textposition": "inside",
+                "insidetextanchor": "start",
                 "cliponaxis": False,
             }
         )
+    bases = {
+        w: _baseline_geomean(lad, (repeats or {}).get(w, {}).get(lad.baseline or "", ()))
+        for w, lad in ladders.items()
+    }
+
+    def speedup(workload: str, value: float) -> float | None:
+        base = bases[workload]
+        if base is None or value <= 0:
+            return None
+        return value / base if ladders[workload].direction == "higher" else base / value
+
+    unit = first.unit if first else ""
+    traces += point_traces(
+        repeats,
+        workloads,
+        variants,
+        value_of=speedup,
+        hover_of=lambda w, name, run_id, value, y: (
+            f"{name}<br>{w}: run {run_id}: {ratio(y)} ({quantity(value, unit, 4)})"
+        ),
+        color_of=lambda name: color_for(name, colors),
+        bargap=BARGAP,
+        bargroupgap=BARGROUPGAP,
+    )
     # The parity line at 1x across the whole plot width (what ``add_hline`` draws).
     parity = {
         "type": "line",
@@ -80,16 +127,18 @@ def ablation_bars(
         "y1": 1.0,
         "line": {"color": "#999999", "width": 1, "dash": "dot"},
     }
-    layout = {
+    layout: dict[str, Any] = {
         "barmode": "group",
-        "bargap": 0.2,
-        "bargroupgap": 0.05,
+        "bargap": BARGAP,
+        "bargroupgap": BARGROUPGAP,
         "shapes": [parity],
         "xaxis": {"title": {"text": "Workload"}},
         "yaxis": {
             "title": {"text": f"{label} normalised to {_baseline_name(ladders)} (\u00d7, >1 is better)"}
         },
     }
+    if len(traces) > len(variants):  # points drawn
+        layout = pin_points_axes(layout, len(workloads))
     return build_figure(traces, title, layout=layout)
 
 
@@ -176,13 +225,45 @@ def contribution_waterfall(
     return build_figure(traces, title, layout=layout)
 
 
+# Marks of the heatmap's cells whose speed-up the test does not support, explained under the chart.
+NOT_SIGNIFICANT = "n.s."
+NOT_TESTABLE = "n/t"
+
+
+def _heatmap_cell(ladder: LadderAnalysis, name: str, workload: str) -> tuple[float | None, str, str]:
+    """(speed-up, cell text, hover) of one cell; the text carries the n.s./n/t mark."""
+    v = ladder.variant(name)
+    if v is None:
+        return None, "", f"{workload} · {name}: no runs"
+    r, lo, hi = speedup_of(ladder, v)
+    n = v.summary.n
+    if r is None:
+        return None, "", f"{workload} · {name}: {ratio(None)}, n={n}"
+    c = v.vs_baseline
+    if v.variant == ladder.baseline or c is None:
+        return r, ratio(r), f"{workload} · {name}: {ratio(r)} (the baseline), n={n}"
+    if not c.testable:
+        mark, verdict = NOT_TESTABLE, "not testable (fewer than 2 runs a side)"
+    elif c.significant:
+        mark, verdict = "", f"significant at q < {c.alpha:g}"
+    else:
+        mark, verdict = NOT_SIGNIFICANT, f"not significant (q \u2265 {c.alpha:g})"
+    hover = f"{workload} · {name}: {ratio_ci(r, lo, hi)}, n={n}, q={qvalue(c.q_value)}<br>{verdict}"
+    return r, f"{ratio(r)} {mark}".strip(), hover
+
+
 def speedup_heatmap(
     ladders: Mapping[str, LadderAnalysis],
     *,
     release: str | None = None,
     cluster: str | None = None,
 ) -> go.Figure:
-    """Workload x variant grid of speed-up over Base; colour centred on 1 (blue better, red worse)."""
+    """Workload x variant grid of speed-up over Base; colour centred on 1 (blue better, red worse).
+
+    Each cell's hover gives the speed-up's interval, n and adjusted q-value; a cell whose change the
+    test does not support says so in the cell ("n.s.", or "n/t" when there are too few runs to test)
+    and is greyed over, with a note under the chart saying what the marks mean.
+    """
     first = next(iter(ladders.values()), None)
     label = describe_metric(first.metric, first.unit).label if first else "Throughput"
     title = chart_title(f"{label} speed-up over Base", release=release, cluster=cluster)
@@ -192,13 +273,30 @@ def speedup_heatmap(
     variants = variant_order(ladders.values())
     z: list[list[float | None]] = []
     text: list[list[str]] = []
-    for w in workloads:
-        row: list[float | None] = []
-        for name in variants:
-            v = ladders[w].variant(name)
-            row.append(speedup_of(ladders[w], v)[0] if v else None)
-        z.append(row)
-        text.append(["" if x is None else ratio(x) for x in row])
+    hover: list[list[str]] = []
+    greyed: list[dict[str, Any]] = []
+    for row_i, w in enumerate(workloads):
+        cells = [_heatmap_cell(ladders[w], name, w) for name in variants]
+        z.append([c[0] for c in cells])
+        text.append([c[1] for c in cells])
+        hover.append([c[2] for c in cells])
+        for col_i, (_, cell_text, _) in enumerate(cells):
+            if cell_text.endswith((NOT_SIGNIFICANT, NOT_TESTABLE)):
+                # A translucent white veil over the cell: its colour reads as "no supported change".
+                greyed.append(
+                    {
+                        "type": "rect",
+                        "xref": "x",
+                        "yref": "y",
+                        "x0": col_i - 0.5,
+                        "x1": col_i + 0.5,
+                        "y0": row_i - 0.5,
+                        "y1": row_i + 0.5,
+                        "fillcolor": "rgba(255,255,255,0.55)",
+                        "line": {"width": 0},
+                        "layer": "above",
+                    }
+                )
     heatmap = {
         "type": "heatmap",
         "z": z,
@@ -209,14 +307,36 @@ def speedup_heatmap(
         "colorscale": "RdBu",
         "zmid": 1.0,
         "colorbar": {"title": {"text": "Speed-up (\u00d7)"}},
-        "hovertemplate": "%{y} · %{x}: %{z:.2f}\u00d7<extra></extra>",
+        "hovertext": hover,
+        "hoverinfo": "text",
         "xgap": 2,
         "ygap": 2,
     }
-    layout = {
+    layout: dict[str, Any] = {
         "xaxis": {"title": {"text": "Variant"}, "type": "category"},
         "yaxis": {"title": {"text": "Workload"}, "type": "category", "autorange": "reversed"},
+        "shapes": greyed,
     }
+    if greyed:
+        layout["annotations"] = [
+            {
+                "text": (
+                    f"Greyed cells \u2014 {NOT_SIGNIFICANT}: change not significant "
+                    f"(q \u2265 {ladders[workloads[0]].alpha:g}, the hover gives its interval); "
+                    f"{NOT_TESTABLE}: fewer than 2 runs a side, not testable"
+                ),
+                # Above the plot, under the title: below it, long rotated variant names run into it.
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.0,
+                "y": 1.0,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "yshift": 4,
+                "showarrow": False,
+                "font": {"size": 11, "color": "#555555"},
+            }
+        ]
     return build_figure([heatmap], title, layout=layout, legend=False)
 
 

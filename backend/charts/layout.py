@@ -19,6 +19,11 @@ import plotly.io as pio
 TEMPLATE = "plotly_white"
 FONT_FAMILY = "Inter, Segoe UI, Helvetica, Arial, sans-serif"
 HEIGHT = 480
+# The modebar (plotly's toolbar) sits in the top 30 px of the figure, right-aligned, and shows on
+# hover: the title starts below it (TITLE_TOP px from the top) so it is never covered, whatever
+# the figure's width (half-width charts on /compare run their titles under the toolbar otherwise).
+TITLE_TOP = 34
+TOP_MARGIN = 84
 
 
 def chart_title(what: str, *, release: str | None = None, cluster: str | None = None, extra: str = "") -> str:
@@ -31,10 +36,19 @@ def chart_title(what: str, *, release: str | None = None, cluster: str | None = 
 def base_layout(title: str, *, height: int = HEIGHT, legend: bool = True) -> dict[str, Any]:
     # Horizontal legend under the plot: long variant names stay readable at 1280 px wide.
     return {
-        "title": {"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 16}},
+        "title": {
+            "text": title,
+            "x": 0.0,
+            "xanchor": "left",
+            "y": 1.0,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": TITLE_TOP},
+            "font": {"size": 16},
+        },
         "font": {"family": FONT_FAMILY, "size": 12},
         "height": height,
-        "margin": {"l": 70, "r": 30, "t": 60, "b": 110},
+        "margin": {"l": 70, "r": 30, "t": TOP_MARGIN, "b": 110},
         "showlegend": legend,
         "legend": {
             "orientation": "h",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -10,6 +11,7 @@ from ablate.backend.analysis.ablation import LadderAnalysis
 from ablate.backend.charts._common import has_data, variant_order
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
+from ablate.backend.charts.repeats import BARGAP, BARGROUPGAP, Repeats, pin_points_axes, point_traces
 from ablate.backend.domain.formatting import MEDIAN_DIGITS, num_ci, quantity
 from ablate.backend.domain.metrics import describe_metric
 
@@ -20,10 +22,12 @@ def memory_bars(
     release: str | None = None,
     cluster: str | None = None,
     colors: Mapping[str, str] | None = None,
+    repeats: Repeats | None = None,
 ) -> go.Figure:
     """Median peak memory per variant, grouped by workload, with the t interval (log scale) of the median.
 
-    ``ladders`` maps workload -> ladder analysis of a memory metric (e.g. peak_memory_gib).
+    ``ladders`` maps workload -> ladder analysis of a memory metric (e.g. peak_memory_gib); given
+    ``repeats`` (workload -> variant -> (run id, value)), each run's value is a point over its bar.
     """
     first = next(iter(ladders.values()), None)
     mdef = describe_metric(first.metric, first.unit) if first else describe_metric("peak_memory_gib")
@@ -54,15 +58,30 @@ def memory_bars(
                 "marker": {"color": color_for(name, colors)},
                 "hovertext": hover,
                 "hoverinfo": "text",
+                "legendgroup": name,
             }
         )
-    layout = {
+    traces += point_traces(
+        repeats,
+        workloads,
+        variants,
+        value_of=lambda _w, value: value,
+        hover_of=lambda w, name, run_id, value, _y: (
+            f"{name}<br>{w}: run {run_id}: {quantity(value, mdef.unit, MEDIAN_DIGITS)}"
+        ),
+        color_of=lambda name: color_for(name, colors),
+        bargap=BARGAP,
+        bargroupgap=BARGROUPGAP,
+    )
+    layout: dict[str, Any] = {
         "barmode": "group",
-        "bargap": 0.2,
-        "bargroupgap": 0.05,
+        "bargap": BARGAP,
+        "bargroupgap": BARGROUPGAP,
         "xaxis": {"title": {"text": "Workload"}},
         "yaxis": {"title": {"text": mdef.axis_title()}, "rangemode": "tozero"},
     }
+    if len(traces) > len(variants):  # points drawn
+        layout = pin_points_axes(layout, len(workloads))
     return build_figure(traces, title, layout=layout)
 
 

@@ -58,6 +58,8 @@ _DEFS: tuple[MetricDef, ...] = (
     # Cross-entropy loss cannot be negative.
     MetricDef("loss", "1", "lower", "Loss"),
     MetricDef("elapsed_s", "s", "lower", "Elapsed time"),
+    # Time of the warm-up steps beyond a normal step when torch.compile is on (docs/runners.md).
+    MetricDef("compile_time_s", "s", "lower", "Compile time"),
 )
 
 KNOWN_METRICS: dict[str, MetricDef] = {d.name: d for d in _DEFS}

@@ -105,10 +105,14 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
         mem = c.ladder_map(cluster.name, c.memory_metric) if c.memory_metric else {}
         p = f"c{ci}"
         if c.primary_metric:
-            items.append(_chart(f"{p}-ablation", charts.ablation_bars(prim, **where, colors=colors)))
+            repeats = c.repeat_map(cluster.name, c.primary_metric)
+            fig = charts.ablation_bars(prim, **where, colors=colors, repeats=repeats)
+            items.append(_chart(f"{p}-ablation", fig))
             items.append(_chart(f"{p}-heatmap", charts.speedup_heatmap(prim, **where)))
         if c.memory_metric:
-            items.append(_chart(f"{p}-memory", charts.memory_bars(mem, **where, colors=colors)))
+            repeats = c.repeat_map(cluster.name, c.memory_metric)
+            fig = charts.memory_bars(mem, **where, colors=colors, repeats=repeats)
+            items.append(_chart(f"{p}-memory", fig))
             if prim:
                 fig = charts.throughput_vs_memory(prim, mem, **where, colors=colors)
                 items.append(_chart(f"{p}-tput-mem", fig))

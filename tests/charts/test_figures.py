@@ -246,3 +246,144 @@ def test_hover_text_reads_like_the_tables(tput, mem):
         metric="step_time_s",
     )
     assert missing.data[0].hovertext[1] == f"Base<br>b: {fmt.MISSING}, n=0"
+
+
+def repeats_of(centers, scale=1.0, first_id=0):
+    """workload -> variant -> (run id, value): the runs behind :func:`ladder`'s rungs."""
+    out, run_id = {}, first_id
+    for i, w in enumerate(WORKLOADS):
+        for name, c in centers.items():
+            for f in (0.99, 1.0, 1.012):
+                run_id += 1
+                out.setdefault(w, {}).setdefault(name, []).append((run_id, c * scale * (1 + i) * f))
+    return out
+
+
+def test_ablation_bars_show_each_repeat_as_a_point_over_its_bar(tput):
+    reps = repeats_of(TPUT)
+    fig = ablation_bars(tput, repeats=reps)
+    bars = [t for t in fig.data if t.type == "bar"]
+    points = [t for t in fig.data if t.type == "scatter"]
+    assert [t.name for t in bars] == [t.name for t in points] == LADDER
+    n_slots = len(LADDER)
+    width = (1 - fig.layout.bargap) / n_slots * (1 - fig.layout.bargroupgap)
+    for slot, (bar, pts) in enumerate(zip(bars, points, strict=True)):
+        assert pts.xaxis == "x2" and pts.legendgroup == bar.legendgroup == bar.name
+        assert pts.marker.color == bar.marker.color and pts.showlegend is False
+        ids = [rid for w in WORKLOADS for rid, _ in reps[w][bar.name]]
+        assert list(pts.customdata) == ids  # one point per run, its id kept
+        for k, (x, y, hover) in enumerate(zip(pts.x, pts.y, pts.hovertext, strict=True)):
+            w = k // 3
+            # x: within its own bar (workload w, this variant's slot); y: the run over Base's geomean.
+            center = w - (1 - fig.layout.bargap) / 2 + (1 - fig.layout.bargap) / n_slots * (slot + 0.5)
+            assert abs(x - center) <= width / 2
+            value = reps[WORKLOADS[w]][bar.name][k % 3][1]
+            base = [v for _, v in reps[WORKLOADS[w]]["Base"]]
+            assert y == pytest.approx(value / float(np.exp(np.mean(np.log(base)))))
+            assert f"run {ids[k]}: {fmt.ratio(y)}" in hover
+    # The points' axis overlays the bars' with the same range.
+    assert fig.layout.xaxis2.overlaying == "x" and fig.layout.xaxis2.visible is False
+    assert list(fig.layout.xaxis.range) == list(fig.layout.xaxis2.range) == [-0.5, len(WORKLOADS) - 0.5]
+    # Jitter is seeded: the same runs give the same figure; without repeats there are no points.
+    assert ablation_bars(tput, repeats=reps).to_json() == fig.to_json()
+    assert len(set(points[0].x[:3])) == 3  # spread, not stacked
+    assert all(t.type == "bar" for t in ablation_bars(tput).data)
+
+
+def test_lower_is_better_repeats_are_oriented_like_the_bars():
+    lad = {"w": analyze_ladder([("Base", [2.0, 2.0]), ("Fast", [1.0, 1.0])], "step_time_s", n_resamples=N)}
+    fig = ablation_bars(lad, repeats={"w": {"Base": [(1, 2.0), (2, 2.0)], "Fast": [(3, 1.0), (4, 1.0)]}})
+    fast = next(t for t in fig.data if t.type == "scatter" and t.name == "Fast")
+    assert list(fast.y) == [2.0, 2.0]  # half the step time: a 2x speed-up, as its bar says
+
+
+def test_memory_bars_show_repeats(mem):
+    reps = repeats_of(MEM)
+    fig = memory_bars(mem, repeats=reps)
+    points = [t for t in fig.data if t.type == "scatter"]
+    assert len(points) == len(LADDER)
+    assert sorted(points[4].y) == sorted(v for w in WORKLOADS for _, v in reps[w][LADDER[4]])
+    assert "GiB" in points[4].hovertext[0] and "run " in points[4].hovertext[0]
+
+
+def test_value_labels_sit_inside_the_bar_base_clear_of_the_whiskers(tput):
+    for bar in ablation_bars(tput).data:
+        assert bar.textposition == "inside" and bar.insidetextanchor == "start"
+        assert bar.texttemplate == "%{y:.2f}\u00d7"
+
+
+def test_titles_start_below_the_modebar(tput, mem):
+    from ablate.backend.charts.layout import TITLE_TOP
+
+    for fig in (ablation_bars(tput), speedup_heatmap(tput), memory_bars(mem), ablation_bars({})):
+        title = fig.layout.title
+        # plotly's modebar takes the top ~30 px of the figure: the title is anchored below it.
+        assert title.yref == "container" and title.y == 1 and title.yanchor == "top"
+        assert title.pad.t == TITLE_TOP >= 30
+        assert fig.layout.margin.t >= TITLE_TOP + 40  # room for a 16 px title between them and the plot
+
+
+def test_heatmap_hover_has_intervals_and_marks_not_significant():
+    lad = {
+        "w1": analyze_ladder(
+            [("Base", [100.0, 104.0, 96.0]), ("Same", [101.0, 99.0, 103.0]), ("Fast", [130.0, 131.0, 129.0]),
+             ("Once", [140.0])],
+            "throughput_tokens_per_s",
+            n_resamples=N,
+        )
+    }  # fmt: skip
+    fig = speedup_heatmap(lad)
+    hm = fig.data[0]
+    text, hover = list(hm.text[0]), list(hm.hovertext[0])
+    same, fast = lad["w1"].variant("Same").vs_baseline, lad["w1"].variant("Fast").vs_baseline
+    assert not same.significant and fast.significant
+    assert text == [
+        fmt.ratio(1.0),
+        f"{fmt.ratio(same.ratio)} n.s.",
+        fmt.ratio(fast.ratio),
+        f"{fmt.ratio(1.4)} n/t",
+    ]
+    assert fmt.ratio_ci(same.ratio, same.ci_low, same.ci_high) in hover[1] and "not significant" in hover[1]
+    assert (
+        fmt.ratio_ci(fast.ratio, fast.ci_low, fast.ci_high) in hover[2]
+        and f"q={fmt.qvalue(fast.q_value)}" in hover[2]
+    )
+    assert "not testable" in hover[3] and "baseline" in hover[0]
+    # The two unsupported cells are greyed over, and a note says what the marks mean.
+    veils = [(s.x0, s.x1) for s in fig.layout.shapes]
+    assert veils == [(0.5, 1.5), (2.5, 3.5)]
+    assert "n.s." in fig.layout.annotations[0].text and "n/t" in fig.layout.annotations[0].text
+
+
+def test_heatmap_all_significant_has_no_marks(tput):
+    fig = speedup_heatmap(tput)
+    assert not fig.layout.shapes and not fig.layout.annotations
+    assert all("\u00d7 [" in h for row in fig.data[0].hovertext for h in row[1:])
+
+
+def test_run_series_shows_warmup_apart_and_scales_step_time_to_measured_steps():
+    n = 30
+    steps = np.arange(1, n + 1)
+    times = np.r_[[90.0, 3.0], np.linspace(0.5, 0.6, n - 2)]  # a compiled run's first steps
+    loss = np.linspace(5.0, 2.0, n)
+    fig = run_series({"step_time_s": (steps, times), "loss": (steps, loss)}, warmup_steps=2)
+    names = [t.name for t in fig.data]
+    assert names == [
+        "Step time",
+        "Step time \u00b7 warm-up (not measured)",
+        "Loss",
+        "Loss \u00b7 warm-up (not measured)",
+    ]
+    measured, warm = fig.data[0], fig.data[1]
+    assert list(measured.x) == list(range(3, n + 1)) and list(warm.x) == [1, 2]
+    low, high = fig.layout.yaxis.range
+    assert 0 <= low < 0.5 and 0.6 < high < 1.0  # the measured steps fill the axis, not 90 s
+    # Off-scale warm-up steps are drawn at the top, pointing up; the slowest is labelled, each hovered.
+    assert list(warm.y) == pytest.approx([high, high])
+    assert list(warm.marker.symbol) == ["triangle-up", "triangle-up"]
+    assert warm.text[0].startswith("90") and warm.text[1] == ""
+    assert "90" in warm.hovertext[0] and "3 s" in warm.hovertext[1]
+    # The loss axis keeps its whole curve: its warm-up points are on scale.
+    assert fig.layout.yaxis2.range is None and list(fig.data[3].marker.symbol) == ["diamond", "diamond"]
+    # Without warm-up steps, one trace per metric as before.
+    assert len(run_series({"step_time_s": (steps, times)}).data) == 1

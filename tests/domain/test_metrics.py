@@ -25,6 +25,7 @@ EXPECTED = {
     "peak_memory_reserved_gib": ("GiB", "lower"),
     "loss": ("1", "lower"),
     "elapsed_s": ("s", "lower"),
+    "compile_time_s": ("s", "lower"),
 }
 LOWER = [n for n, (_, d) in EXPECTED.items() if d == "lower"]
 HIGHER = [n for n, (_, d) in EXPECTED.items() if d == "higher"]

@@ -85,10 +85,11 @@ def test_release_charts_render_with_expected_traces(page: Any, site: Site, conso
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for s in states:
         by_kind.setdefault(s["kind"], []).append(s)
-    # One cluster: one ablation chart and one memory chart, one trace per variant.
-    assert [s["data"] for s in by_kind["ablation"]] == [N_VARIANTS]
-    assert [s["data"] for s in by_kind["memory"]] == [N_VARIANTS]
-    assert by_kind["ablation"][0]["names"] == [v[0] for v in seed.LADDER]
+    # One cluster: one ablation chart and one memory chart, a bar trace per variant, then its runs'
+    # points (tests/web/test_charts.py looks at them).
+    assert [s["data"] for s in by_kind["ablation"]] == [2 * N_VARIANTS]
+    assert [s["data"] for s in by_kind["memory"]] == [2 * N_VARIANTS]
+    assert by_kind["ablation"][0]["names"] == [v[0] for v in seed.LADDER] * 2
     # One waterfall per workload: Base, one bar per further rung, and the total.
     assert [s["data"] for s in by_kind["waterfall"]] == [N_VARIANTS + 1] * len(seed.WORKLOADS)
     for s in states:

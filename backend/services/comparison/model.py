@@ -306,6 +306,18 @@ class ReleaseComparison:
         """workload -> ladder, as the chart functions take it (workload order of the release)."""
         return {e.workload: e.analysis for e in self.ladders if e.cluster == cluster and e.metric == metric}
 
+    def repeat_map(self, cluster: str, metric: str) -> dict[str, dict[str, list[tuple[int, float]]]]:
+        """workload -> variant -> (run id, value) of this release's succeeded runs: the values behind
+        each rung of :meth:`ladder_map`, for the charts' points."""
+        out: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        for r in self.runs:
+            if r.release != self.release.ref or r.cluster != cluster or r.status != "succeeded":
+                continue
+            if metric in r.metrics:
+                runs = out.setdefault(r.workload, {}).setdefault(r.variant, [])
+                runs.append((r.run_id, r.metrics[metric][0]))
+        return out
+
     def factorial_map(self, cluster: str, metric: str) -> dict[str, FactorialAnalysis]:
         """workload -> factorial analysis (workload order of the release); empty when not factorial."""
         return {

@@ -76,7 +76,7 @@ def _filtered(deltas: list[DeltaRow], filters: Filters) -> list[DeltaRow]:
 
 
 def _top(fig: Any) -> float:
-    """Highest bar plus its error bar: both sides of a comparison get the same y axis."""
+    """Highest bar plus its error bar, or highest run point: both sides get the same y axis."""
     top = 0.0
     for trace in fig.data:
         plus = list(trace.error_y.array or ()) if trace.error_y is not None else []
@@ -96,7 +96,10 @@ def _ablation_figure(comp: ReleaseComparison, cluster: str, filters: Filters) ->
     if not ladders:
         return None
     colors = charts.variant_colors(v.name for v in comp.variants)
-    return charts.ablation_bars(ladders, release=comp.release.ref, cluster=cluster, colors=colors)
+    repeats = comp.repeat_map(cluster, comp.primary_metric)
+    return charts.ablation_bars(
+        ladders, release=comp.release.ref, cluster=cluster, colors=colors, repeats=repeats
+    )
 
 
 def _side_by_side(
@@ -109,7 +112,7 @@ def _side_by_side(
         if fig is None:
             out.append(None)
             continue
-        if top > 0:  # room above the tallest bar for its "1.23x" label
+        if top > 0:  # a little room above the tallest whisker or point
             fig.update_yaxes(range=[0, top * 1.12])
         out.append(chart_of(fig, slug("compare", side, cluster), "ablation"))
     return SideBySide(cluster, out[0], out[1])

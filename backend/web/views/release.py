@@ -254,7 +254,10 @@ def _section(
     if comp.primary_metric:
         primary = pick(comp.primary_metric)
         if primary:
-            fig = charts.ablation_bars(primary, release=ref, cluster=cluster.name, colors=colors)
+            repeats = comp.repeat_map(cluster.name, comp.primary_metric)
+            fig = charts.ablation_bars(
+                primary, release=ref, cluster=cluster.name, colors=colors, repeats=repeats
+            )
             section.charts.append(chart_of(fig, slug("ablation", cluster.name), "ablation"))
         for workload, ladder in primary.items():
             table = ladder_table(cluster.name, workload, ladder)
@@ -281,7 +284,10 @@ def _section(
     if comp.memory_metric:
         memory = pick(comp.memory_metric)
         if memory:
-            fig = charts.memory_bars(memory, release=ref, cluster=cluster.name, colors=colors)
+            repeats = comp.repeat_map(cluster.name, comp.memory_metric)
+            fig = charts.memory_bars(
+                memory, release=ref, cluster=cluster.name, colors=colors, repeats=repeats
+            )
             section.charts.append(chart_of(fig, slug("memory", cluster.name), "memory"))
             for workload, ladder in memory.items():
                 table = ladder_table(cluster.name, workload, ladder)

@@ -41,6 +41,12 @@ def _metric_rows(metrics: list[dict[str, Any]]) -> list[MetricRow]:
     return rows
 
 
+def warmup_steps(provenance: dict[str, Any]) -> int | None:
+    """The warm-up steps a runner recorded in provenance (``warmup_steps``, torch-llm's), if any."""
+    value = str(provenance.get("warmup_steps", "")).strip()
+    return int(value) if value.isdigit() else None
+
+
 def run_page(session: Session, run_id: int) -> RunPage:
     detail = run_service.run_detail(session, run_id)
     present = {s["metric"] for s in detail["series"]}
@@ -56,7 +62,13 @@ def run_page(session: Session, run_id: int) -> RunPage:
     chart_html = None
     if series:
         label = f"run #{run_id} · {detail['variant']} · {detail['workload']}"
-        fig = charts.run_series(series, run_label=label, release=detail["release"], cluster=detail["cluster"])
+        fig = charts.run_series(
+            series,
+            run_label=label,
+            release=detail["release"],
+            cluster=detail["cluster"],
+            warmup_steps=warmup_steps(detail["provenance"]),
+        )
         chart_html = charts.figure_to_div(fig, "chart-run-series")
     return RunPage(
         run=detail,

@@ -96,6 +96,8 @@ class TrainConfig:
     accelerator: str  # "cpu" | "gpu" | "ppu"
     compile: bool
     compile_mode: str | None
+    # torch.compile's backend: inductor (what CompilerOpt means); a test may ask for a cheaper one.
+    compile_backend: str
     ckpt_layers: int  # 0 = no activation checkpointing
     seed: int
     lr: float
@@ -154,6 +156,7 @@ class TrainConfig:
             accelerator=spec.accelerator,
             compile="compiler_opt" in factors or bool(opts.get("compile", False)),
             compile_mode=opts.get("compile_mode"),
+            compile_backend=str(opts.get("compile_backend") or "inductor"),
             ckpt_layers=ckpt_layers,
             seed=int(opts.get("seed", 1234)),
             lr=float(opts.get("lr", 3e-4)),

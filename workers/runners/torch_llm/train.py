@@ -14,7 +14,7 @@ import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
@@ -129,8 +129,10 @@ def build_trainer(cfg: TrainConfig, device: torch.device) -> Trainer:
     if cfg.compile:
         # Compile after DDP wrapping, so DDPOptimizer can split graphs at bucket boundaries.
         # Given a module, torch.compile returns an OptimizedModule (an nn.Module); its stub says Callable.
-        model = cast(nn.Module, torch.compile(model, mode=cfg.compile_mode))
-        notes["compile"] = f"torch.compile(mode={cfg.compile_mode or 'default'}, backend=inductor)"
+        compiled = torch.compile(model, mode=cfg.compile_mode, backend=cfg.compile_backend)
+        model = cast(nn.Module, compiled)
+        mode = cfg.compile_mode or "default"
+        notes["compile"] = f"torch.compile(mode={mode}, backend={cfg.compile_backend})"
     amp_dtype, scaler = _precision(cfg, device, notes)
     gen = torch.Generator().manual_seed(cfg.seed + 1000 * (cfg.rank + 1))  # different data per rank
     batches = [
@@ -207,6 +209,20 @@ def _reduce(values: list[float], op: dist.ReduceOp.RedOpType, device: torch.devi
     return t.tolist()
 
 
+def compile_time_s(times: Sequence[float], warmup_steps: int) -> float | None:
+    """Seconds the steps before measurement took beyond a normal step (docs/runners.md).
+
+    The sum over the warm-up steps of ``max(0, t - m)``, ``m`` the median of the steps after them:
+    what compilation (and first-touch allocation) cost on top of the work of those steps. With no
+    warm-up step the first step stands in for them. None when no later step gives ``m``.
+    """
+    head = max(1, warmup_steps)
+    if len(times) <= head:
+        return None
+    normal = statistics.median(times[head:])
+    return sum(max(0.0, t - normal) for t in times[:head])
+
+
 def run_training(cfg: TrainConfig, emit: Emit, device: torch.device, backend: str | None) -> dict[str, Any]:
     """Train and measure one rank; returns {"metrics", "series", "provenance"} (RunResult fields)."""
     trainer = build_trainer(cfg, device)
@@ -249,6 +265,10 @@ def run_training(cfg: TrainConfig, emit: Emit, device: torch.device, backend: st
         "peak_memory_gib": (peak, "GiB"),
         "loss": (losses[-1], "1"),
     }
+    # Only a compiled run has a compile time; an eager run's warm-up is not reported as one.
+    compiled = compile_time_s(times, cfg.warmup_steps) if cfg.compile else None
+    if compiled is not None:
+        metrics["compile_time_s"] = (compiled, "s")
     ratio = flops.mfu(tflops, cfg.peak_tflops_per_device)
     if ratio is not None:
         metrics["mfu"] = (ratio, "ratio")
