@@ -98,7 +98,8 @@ def console() -> Console:
 def page(browser: object, console: Console) -> Iterator[object]:
     context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)  # type: ignore[attr-defined]
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    # A bound, not a speed check: a first page load took over 15 s at load average 20 on 2 cores.
+    page.set_default_timeout(45_000)
     page.on("console", lambda m: console.errors.append(f"console: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda exc: console.errors.append(f"pageerror: {exc}"))
     try:
