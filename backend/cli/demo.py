@@ -245,6 +245,12 @@ def demo(
             studies.cancel_study(session, study_id)
         say("interrupted: the study's remaining runs are cancelled")
         _end(130, log, database, server, started)
+    except Exception:
+        # e.g. Ray or the server failed to start: the error is reported, nothing the demo started stays
+        log.note("failed; stopping every process of the demo")
+        _kill_process_tree(os.environ[MARKER_ENV])
+        log.close()
+        raise
     _end(1 if failed == n_runs else 0, log, database, server, time.monotonic())
 
 

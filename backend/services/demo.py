@@ -136,7 +136,7 @@ def python_summary() -> str:
     if torch is None:
         raise AblateError(
             "the demo trains a real model and needs PyTorch: pip install -e '.[bench]' "
-            "(on this kind of machine: pip install torch==2.13.0 first)"
+            "(the CPU build: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)"
         )
     return f"Python {platform.python_version()} on {sys.platform}, torch {torch}"
 
