@@ -31,6 +31,7 @@ from ablate.backend.server import BackgroundServer, bind_socket, start_backgroun
 from ablate.backend.services import demo as demo_service
 from ablate.backend.services import studies
 from ablate.backend.services.comparison import ComparisonOptions, build_release_comparison
+from ablate.workers.dispatch.reaper import kill_with_groups
 
 # Set in the demo's environment, so every process it starts (Ray's, the runs') carries it: how the
 # demo finds what to end when it ends.
@@ -157,16 +158,18 @@ def _kill_process_tree(marker: str, timeout_s: float = 3.0) -> None:
     leads a session of its own, so its whole process group goes too)."""
     me, deadline = psutil.Process(), time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        procs = [p for p in _demo_processes(me, marker) if p.status() != psutil.STATUS_ZOMBIE]
+        procs = [p for p in _demo_processes(me, marker) if _alive(p)]
         if not procs:
             return
-        for p in procs:
-            with contextlib.suppress(psutil.Error, OSError):
-                if os.getpgid(p.pid) == p.pid:
-                    os.killpg(p.pid, signal.SIGKILL)
-            with contextlib.suppress(psutil.Error):
-                p.kill()
+        kill_with_groups(procs)
         psutil.wait_procs(procs, timeout=0.5)  # reaps our direct children
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _end(
