@@ -226,6 +226,7 @@ def demo(
 
     say(f"release {release_ref}, study {study_id}: {n_runs} runs on the local CPUs")
     server: BackgroundServer | None = None
+    failed: int | None = None  # runs that did not succeed, once the study ended
     try:
         load_before = demo_service.host_load()
         from ablate.backend.api.app import create_app
@@ -244,9 +245,12 @@ def demo(
                 time.sleep(0.5)
     except KeyboardInterrupt:
         started = time.monotonic()
-        with database.transaction() as session:
-            studies.cancel_study(session, study_id)
-        say("interrupted: the study's remaining runs are cancelled")
+        if failed is None:  # still running
+            with database.transaction() as session:
+                studies.cancel_study(session, study_id)
+            say("interrupted: the study's remaining runs are cancelled")
+        else:
+            say("stopping")
         _end(130, log, database, server, started)
     except Exception:
         # e.g. Ray or the server failed to start: the error is reported, nothing the demo started stays
