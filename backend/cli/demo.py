@@ -142,6 +142,10 @@ def _matrix(database: Database, study_id: int) -> dict[str, Any]:
         return studies.study_matrix(session, study)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _demo_processes(me: psutil.Process, marker: str) -> list[psutil.Process]:
     """Every process this one started, directly or not, and every one carrying its environment marker
     (a Ray worker the raylet was forking as the raylet died is no longer in the tree)."""
@@ -209,6 +213,9 @@ def demo(
     """Run a real ablation study of a tiny llama-style model on this machine, then report it."""
     cfg = settings()
     os.environ[MARKER_ENV] = f"{os.getpid()}-{uuid.uuid4().hex}"
+    # `kill PID` ends the demo as Ctrl-C does (by default it would end this process alone, leaving
+    # Ray's and the runs' processes behind).
+    signal.signal(signal.SIGTERM, _interrupt)
     console.print(f"[bold]Ablate demo[/] · {demo_service.python_summary()}")
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)

@@ -137,7 +137,8 @@ def _stop(demo: subprocess.Popen[bytes], out: IO[str], marker: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_ctrl_c_cancels_the_runs_and_leaves_no_process_behind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+def test_ctrl_c_cancels_the_runs_and_leaves_no_process_behind(tmp_path: Path, how: str) -> None:
     marker = uuid.uuid4().hex
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -182,7 +183,10 @@ def test_ctrl_c_cancels_the_runs_and_leaves_no_process_behind(tmp_path: Path) ->
         assert runners, _describe(_marked(marker))
 
         asked = time.monotonic()
-        os.killpg(demo.pid, signal.SIGINT)
+        if how == "ctrl-c":  # a terminal's Ctrl-C: SIGINT to the foreground job's process group
+            os.killpg(demo.pid, signal.SIGINT)
+        else:  # `kill PID`
+            os.kill(demo.pid, signal.SIGTERM)
         code = demo.wait(timeout=30)  # 1.4 s on a loaded 2-core box; Ray's own shutdown took 17 s idle
         took = time.monotonic() - asked
         deadline = time.monotonic() + 60
