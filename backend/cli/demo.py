@@ -186,7 +186,8 @@ def _end(
     2-core box, with Ray's processes left running meanwhile. Nothing of Ray outlives the demo, so
     the demo ends them itself and exits without Ray's exit hook.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the teardown short
+    for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the teardown short
+        signal.signal(signum, signal.SIG_IGN)
     if server is not None:
         server.stop(timeout_s=STOP_TIMEOUT_S)  # the dispatcher stops its runs with the server
     _kill_process_tree(os.environ[MARKER_ENV])
