@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session
 
 import ablate.examples
 from ablate.backend.db.models import Release, Study
+from ablate.backend.domain.states import TERMINAL_STATES, RunStatus
 from ablate.backend.errors import AblateError
 from ablate.backend.schemas.catalog import ReleaseCreate
 from ablate.backend.schemas.studies import StudyPlan
@@ -86,12 +88,55 @@ def create_demo_study(session: Session, *, repeats: int | None = None) -> Study:
     return studies.create_study(session, demo_plan(release.ref, repeats=repeats))
 
 
+@dataclass
+class ProgressLines:
+    """Turns successive study matrices into plain progress lines: what changed since the last one.
+
+    A line for every run that started or ended ("run 7/20 done: Base repeat 2 (run 9), 1,234
+    tokens/s") and one when the study's status changes; the demo writes them to its log file (and to
+    stdout when that is not a terminal, where progress bars do not show).
+    """
+
+    runs: dict[int, str] = field(default_factory=dict)  # run id -> the status last reported
+    study: str | None = None
+
+    def update(self, matrix: dict[str, Any]) -> list[str]:
+        runs = matrix["runs"]
+        lines: list[str] = []
+        if self.study is None:
+            lines.append(f"study {matrix['id']}: {len(runs)} runs, {matrix['status']}")
+        ended = sum(1 for status in self.runs.values() if status in TERMINAL_STATES)
+        for r in runs:
+            status, before = str(r["status"]), self.runs.get(r["id"])
+            if status == before:
+                continue
+            self.runs[r["id"]] = status
+            what = f"{r['variant']} repeat {r['repeat']} (run {r['id']})"
+            if status in TERMINAL_STATES:
+                ended += 1
+                word = "done" if status == RunStatus.succeeded else status
+                line = f"run {ended}/{len(runs)} {word}: {what}"
+                if status == RunStatus.succeeded and r["latest_throughput"]:
+                    line += f", {r['latest_throughput']:,.0f} tokens/s"
+                elif r["error"]:
+                    line += f": {str(r['error']).splitlines()[0]}"
+                lines.append(line)
+            elif status == RunStatus.running:
+                lines.append(f"run started: {what}")
+            elif before is not None:
+                lines.append(f"run {status} again: {what}")
+        if self.study is not None and self.study != matrix["status"]:
+            lines.append(f"study {matrix['id']}: {matrix['status']}")
+        self.study = str(matrix["status"])
+        return lines
+
+
 def python_summary() -> str:
     torch = _version("torch")
     if torch is None:
         raise AblateError(
             "the demo trains a real model and needs PyTorch: pip install -e '.[bench]' "
-            "(on this kind of machine: pip install torch==2.13.0 first)"
+            "(the CPU build: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)"
         )
     return f"Python {platform.python_version()} on {sys.platform}, torch {torch}"
 

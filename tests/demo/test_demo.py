@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -43,6 +44,20 @@ def test_demo_runs_a_real_study_writes_a_report_and_runs_again(tmp_path: Path) -
     for variant in ("Base", "+CompilerOpt", "+CkptOpt", "+CompilerOpt+CkptOpt"):
         assert variant in html
     assert '<script src="http' not in html  # plotly.js inlined: the file opens offline
+    # Progress as plain lines: in the log file whose path comes first, and on stdout (not a terminal here).
+    log = tmp_path / "demo" / "ablate-demo_0.1.log"
+    assert first.stdout.index(f"progress log: {log}") < first.stdout.index("run 1/20 done: ")
+    lines = log.read_text(encoding="utf-8")
+    for text in (first.stdout, lines):
+        assert (
+            len(re.findall(r"^(?:\S+ \S+ )?run started: ", text, re.MULTILINE)) >= 20
+        )  # a retried run starts again
+        done = re.findall(
+            r"^(?:\S+ \S+ )?run (\d+)/20 done: .+ repeat \d \(run \d+\), [\d,]+ tokens/s$", text, re.M
+        )
+        assert done == [str(i) for i in range(1, 21)]
+    assert f"report:    {report}" in lines
+    assert "study 1: succeeded" in lines
 
     database = Database.from_url(f"sqlite:///{tmp_path / 'ablate.sqlite'}")
     with database.read() as s:

@@ -28,7 +28,9 @@ def ensure_ray(settings: Settings) -> str:
             ray.init(address=settings.ray_address, **common)
         else:
             log.info("starting a local Ray instance (num_cpus=%s)", settings.ray_num_cpus or "all")
-            ray.init(num_cpus=settings.ray_num_cpus, include_dashboard=False, **common)
+            # "local": a Ray of our own even when another process on this machine runs one (without
+            # it, ray.init joins the newest local Ray it finds, and our runs land on someone else's).
+            ray.init(address="local", num_cpus=settings.ray_num_cpus, include_dashboard=False, **common)
     return str(ray.get_runtime_context().gcs_address)
 
 

@@ -88,6 +88,12 @@ def _kill_recorded(seen: dict[int, float]) -> None:
             if abs(p.create_time() - created) < 0.01:  # not a recycled pid
                 procs.append(p)
                 procs.extend(p.children(recursive=True))
+    kill_with_groups(procs)
+
+
+def kill_with_groups(procs: list[psutil.Process]) -> None:
+    """SIGKILL each process, and the whole process group of each one that leads its own (a runner
+    child leads its own session, so its group holds e.g. compile workers)."""
     for p in procs:
         with contextlib.suppress(psutil.Error, OSError):
             if os.getpgid(p.pid) == p.pid:
