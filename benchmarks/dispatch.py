@@ -130,7 +130,7 @@ def measure(args: argparse.Namespace, tmp: Path, url: str) -> None:
     settings = Settings(
         data_dir=tmp, database_url=url, max_concurrent_runs=args.concurrency, dispatcher_poll_s=0.05
     )
-    ray.init(include_dashboard=False, log_to_driver=False, namespace="ablate-bench")
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, namespace="ablate-bench")
     cpus = int(ray.cluster_resources().get("CPU", 0))
 
     bare_s = time_bare(args.runs)

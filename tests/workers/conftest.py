@@ -32,8 +32,14 @@ def ray_local() -> Iterator[str]:
     ray = pytest.importorskip("ray")
     if ray.is_initialized():
         ray.shutdown()
+    # address='local': a bare ray.init() joins any Ray already running on this machine.
     ray.init(
-        num_cpus=2, include_dashboard=False, namespace="ablate-tests", labels=RAY_LABELS, log_to_driver=False
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        namespace="ablate-tests",
+        labels=RAY_LABELS,
+        log_to_driver=False,
     )
     try:
         yield str(ray.get_runtime_context().gcs_address)
