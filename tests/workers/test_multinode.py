@@ -187,5 +187,10 @@ def test_command_launch_device_isolation_and_node_logs_on_fake_ppu_nodes(
             assert "node 1 rank 3" in http.get(f"/runs/{device_run}/logs/node1-rank3.log").text
             for bad in ("node9.log", "..%2F..%2Fablate.sqlite", "run.log"):
                 assert http.get(f"/runs/{node_run}/logs/{bad}").status_code == 404
+        page = httpx.get(f"{server.url}/runs/{node_run}", timeout=30).text  # the run page links each file
+        assert f'href="/runs/{node_run}/logs/node1.log"' in page
+        assert (
+            "node 1 rank None" in httpx.get(f"{server.url}/runs/{node_run}/logs/node1.log", timeout=30).text
+        )
     finally:
         server.stop()
