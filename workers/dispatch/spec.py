@@ -140,13 +140,14 @@ def multi_node_specs(
 def _spread(spec: RunSpec, nodes: int, per: int, addr: str, port: int) -> list[list[dict[str, Any]]]:
     """``per-node``: one spec per node (NODE_RANK, NPROC_PER_NODE = ``per``); ``per-device``: one spec
     per local rank, global RANK = node * per + LOCAL_RANK."""
-    common = {"world_size": nodes * per, "local_world_size": per, "nnodes": nodes}
-    common |= {"master_addr": addr, "master_port": port}
+    common = replace(
+        spec, world_size=nodes * per, local_world_size=per, nnodes=nodes, master_addr=addr, master_port=port
+    )
     if spec.launch == "per-node":
-        return [[replace(spec, node_rank=n, rank=n * per, **common).to_dict()] for n in range(nodes)]
+        return [[replace(common, node_rank=n, rank=n * per).to_dict()] for n in range(nodes)]
     return [
         [
-            replace(spec, node_rank=n, rank=n * per + local, local_rank=local, **common).to_dict()
+            replace(common, node_rank=n, rank=n * per + local, local_rank=local).to_dict()
             for local in range(per)
         ]
         for n in range(nodes)
