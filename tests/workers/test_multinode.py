@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +21,21 @@ from tests.workers.conftest import queue_study, runs_of
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _drain_on(module: str, db_url: str, data_dir: Path) -> dict[str, Any]:
+    """Run ``tests.workers.<module>`` (a dispatcher on a local Ray cluster of its own) to the end;
+    returns the JSON report it prints last."""
+    proc = subprocess.run(
+        [sys.executable, "-m", f"tests.workers.{module}", db_url, str(data_dir)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
+
+
 def test_two_node_run_through_a_placement_group(database: Database, db_url: str, tmp_path: Path) -> None:
     pytest.importorskip("ray")
     two = ClusterDef(name="cpu-2x1", accelerator="cpu", nodes=2, devices_per_node=1)
@@ -29,15 +45,7 @@ def test_two_node_run_through_a_placement_group(database: Database, db_url: str,
         variants=[VariantDef(name="A"), VariantDef(name="F", runner_options={"fail": True})],
         workloads=[WorkloadDef(name="fake", runner="fake", runner_options={"steps": 3})],
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.workers.two_nodes", db_url, str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = _drain_on("two_nodes", db_url, tmp_path)
     runs = {r.error is None: r for r in runs_of(database, q.study_id)}
     ok, failed = runs[True], runs[False]
     assert ok.status == "succeeded" and ok.attempt == 1
@@ -121,15 +129,7 @@ def test_command_launch_device_isolation_and_node_logs_on_fake_ppu_nodes(
         workloads=[workload],
         variants=[VariantDef(name=f"pair{i}", env={"OUT": str(out), "TAG": "pair"}) for i in (1, 2)],
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.workers.ppu_nodes", db_url, str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = _drain_on("ppu_nodes", db_url, tmp_path)
     assert report["held"] == {}  # every device given back
     with database.read() as s:
         names = dict(s.execute(select(Variant.id, Variant.name)).tuples().all())
