@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.backend.cli.common import App, console, err_console, read_yaml
-from ablate.backend.cli.http import client, request_json
+from ablate.backend.cli.http import client, describe_problem, request_json
 from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.errors import AblateError
 from ablate.backend.schemas.common import UNION_TAGS
@@ -179,13 +179,26 @@ def cancel(
     console.print(f"study {study['id']} {study['status']}", highlight=False)
 
 
+NODE = typer.Option(
+    None, "--node", min=0, help="Print this node's whole log file(s) (one per rank where there are ranks)."
+)
+
+
 @app.command()
 def logs(
-    run_id: int = typer.Argument(..., min=1), server: str | None = SERVER, token: str | None = TOKEN
+    run_id: int = typer.Argument(..., min=1),
+    node: int | None = NODE,
+    server: str | None = SERVER,
+    token: str | None = TOKEN,
 ) -> None:
-    """A run's stored log tail (the last lines the runner kept), and where its full log is."""
+    """A run's stored log tail (the last lines the runner kept) and its log files; ``--node N`` prints
+    node N's log files whole."""
     with client(server, token) as http:
         run = request_json(http, "GET", f"/runs/{run_id}")
+        files = request_json(http, "GET", f"/runs/{run_id}/logs")["items"]
+        if node is not None:
+            print_node_logs(http, run_id, node, files)
+            return
     console.print(
         f"run {run['id']} {run['variant']} / {run['workload']} r{run['repeat']}: {run['status']}",
         highlight=False,
@@ -200,3 +213,24 @@ def logs(
         console.print(tail, highlight=False, soft_wrap=True, markup=False)
     else:
         console.print("(no log tail stored)")
+    for f in files:
+        where = f"node {f['node_rank']}" + (f" rank {f['rank']}" if f["rank"] is not None else "")
+        console.print(
+            f"log file {f['name']}: {where} on {f['host'] or '?'}, {f['size']} bytes", highlight=False
+        )
+
+
+def print_node_logs(http: httpx.Client, run_id: int, node: int, files: list[dict[str, Any]]) -> None:
+    mine = [f for f in files if f["node_rank"] == node]
+    if not mine:
+        have = sorted({f["node_rank"] for f in files})
+        raise AblateError(
+            f"run {run_id} has no log file of node {node} (log files of nodes: {have or 'none'})"
+        )
+    for f in mine:
+        console.print(f"== {f['name']} (host {f['host'] or '?'}, {f['size']} bytes) ==", highlight=False)
+        response = http.get(f"/runs/{run_id}/logs/{f['name']}")
+        if response.status_code >= 400:
+            raise AblateError(describe_problem(response))
+        sys.stdout.write(response.text)
+        sys.stdout.flush()

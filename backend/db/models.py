@@ -129,6 +129,8 @@ class Cluster(Base):
     resource_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Ray node labels selecting the pool, e.g. {"pool": "ppu"}.
     labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The variable naming a run's devices on a node; None: CUDA_VISIBLE_DEVICES (gpu/ppu clusters).
+    visible_devices_env: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = _created()
 
 

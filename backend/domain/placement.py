@@ -168,19 +168,17 @@ def unplaceable_reason(demand: NodeDemand, nodes: Sequence[NodeInfo]) -> str | N
     fit = [n for n in labelled if all(n.resources.get(k, 0.0) >= v for k, v in demand.resources.items())]
     if len(fit) >= demand.nodes:
         return None
-    short = next(
-        (
-            k
-            for k, v in demand.resources.items()
-            if sum(n.resources.get(k, 0.0) >= v for n in labelled) < demand.nodes
-        ),
-        "CPU",
-    )
-    best = max(n.resources.get(short, 0.0) for n in labelled)
     pool = f" with label {_labels_text(demand.labels)}" if demand.labels else ""
+    # Name what is really short: the device resource before the launcher's CPU (the node that has
+    # the devices nearly always has a CPU), and say how many nodes have enough of it.
+    enough = {k: sum(n.resources.get(k, 0.0) >= v for n in labelled) for k, v in demand.resources.items()}
+    short = [k for k in sorted(enough, key=lambda k: k == "CPU") if enough[k] < demand.nodes]
+    if not short:  # enough of each, but not on the same nodes
+        return f"{head}; only {len(fit)} alive node(s){pool} have all of it at once ({demand.nodes} needed)"
+    name = short[0]
     return (
         f"{head}; only {len(fit)} alive node(s){pool} can hold that "
-        f"(most {short!r} on one node: {_fmt(best)})"
+        f"({enough[name]} with {_fmt(demand.resources[name])} {name!r}, {demand.nodes} needed)"
     )
 
 

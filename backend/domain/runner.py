@@ -11,14 +11,22 @@ never imports torch.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import PurePath
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ablate.backend.domain.factors import normalize_factor
 from ablate.backend.domain.states import FailureKind
 
 Status = Literal["succeeded", "failed"]
+# How the ``command`` runner starts a benchmark (``runner_options.launch``): one launcher per node (the
+# default; torchrun, deepspeed, mpirun start their own per-device processes) or one process per device.
+LAUNCH_MODES = ("per-node", "per-device")
+DEFAULT_VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+# The name of one log file of a run (see RunSpec.log_file): node rank, and the rank when there are ranks.
+LOG_NAME = re.compile(r"^node(?P<node>\d{1,6})(?:-rank(?P<rank>\d{1,9}))?\.log$")
 
 
 @dataclass
@@ -28,7 +36,10 @@ class RunSpec:
     ``env`` is the exact, final set of environment variables the run must see on top of the worker's
     environment (variant env merged with release rules). Rank fields describe this process's place in a
     torch.distributed group; the defaults mean a single process. ``local_world_size`` > 1 with
-    ``world_size`` == 1 asks the runner to start that many ranks on this host itself.
+    ``world_size`` == 1 asks the runner to start that many ranks on this host itself. ``node_rank`` and
+    ``nnodes`` place this node among the run's nodes; ``launch`` is how the ``command`` runner starts
+    the benchmark: ``per-node`` (one launcher per node, like ``torchrun``) or ``per-device`` (one process
+    per device, each with its global rank).
     """
 
     run_id: int
@@ -44,6 +55,15 @@ class RunSpec:
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
     local_world_size: int = 1
+    node_rank: int = 0
+    nnodes: int = 1
+    launch: str = "per-device"
+
+    def log_file(self, rank: int | None = None) -> str:
+        """Where this node's log (or one rank's, when the runner starts ranks) goes: one file each,
+        ``<log_dir>/run-<id>/node<N>[-rank<R>].log``, so no two processes write the same file."""
+        name = f"node{self.node_rank}" + (f"-rank{rank}" if rank is not None else "") + ".log"
+        return str(PurePath(self.log_dir) / f"run-{self.run_id}" / name)
 
     @property
     def factors(self) -> list[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from ablate.backend.domain.runner import LAUNCH_MODES
 from ablate.backend.schemas.common import (
     Float,
     FreeDict,
@@ -26,6 +27,15 @@ NoteList = Annotated[list[Text], Field(max_length=500)]
 # Component versions are text end to end: 2.10 as a number would be 2.1 before anyone saw it.
 Version = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Manifest = Annotated[dict[Key, Version], Field(max_length=500)]
+EnvName = Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+def _check_launch(options: dict[str, Any]) -> dict[str, Any]:
+    """``runner_options.launch`` (the command runner's launch, see docs/runners.md) is one of LAUNCH_MODES."""
+    launch = options.get("launch")
+    if launch is not None and launch not in LAUNCH_MODES:
+        raise ValueError(f"runner_options.launch must be one of {', '.join(LAUNCH_MODES)}, not {launch!r}")
+    return options
 
 
 class ReleaseNotes(Strict):
@@ -78,6 +88,8 @@ class VariantDef(Strict):
     runner_options: FreeDict = {}
     description: LongText | None = None
 
+    _launch = field_validator("runner_options")(_check_launch)
+
 
 class VariantOut(Out):
     id: int
@@ -112,6 +124,18 @@ class WorkloadDef(Strict):
     runner: ShortText | None = None
     runner_options: FreeDict = {}
     parser: ShortText | None = None
+
+    _launch = field_validator("runner_options")(_check_launch)
+
+    @model_validator(mode="after")
+    def _launch_is_the_command_runner_s(self) -> WorkloadDef:
+        launch = self.runner_options.get("launch")
+        if launch == "per-node" and (self.runner or "torch-llm") != "command":
+            raise ValueError(
+                "runner_options.launch: per-node is the command runner's; "
+                f"runner {self.runner or 'torch-llm'!r} starts one process per device itself"
+            )
+        return self
 
 
 class WorkloadOut(Out):
@@ -148,6 +172,16 @@ class ClusterDef(Strict):
     labels: Annotated[
         dict[Key, Annotated[Line, StringConstraints(max_length=500)]], Field(max_length=100)
     ] = {}
+    # e.g. CUDA_VISIBLE_DEVICES (the default on gpu and ppu), or the variable a PPU stack reads
+    visible_devices_env: EnvName | None = None
+
+    @model_validator(mode="after")
+    def _devices_env_needs_devices(self) -> ClusterDef:
+        if self.visible_devices_env and self.accelerator == "cpu":
+            raise ValueError(
+                "visible_devices_env names the devices of a gpu or ppu cluster; a cpu cluster has none"
+            )
+        return self
 
 
 class ClusterOut(Out):
@@ -162,4 +196,5 @@ class ClusterOut(Out):
     ray_address: str | None
     resource_name: str | None
     labels: dict[str, Any]
+    visible_devices_env: str | None
     created_at: datetime

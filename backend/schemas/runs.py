@@ -85,3 +85,16 @@ class SeriesOut(Out):
     downsampled: bool
     steps: list[int]
     values: list[float]
+
+
+class RunLogOut(Out):
+    name: str
+    node_rank: int
+    rank: int | None
+    host: str | None
+    size: int
+    url: str
+
+
+class RunLogsOut(Out):
+    items: list[RunLogOut]

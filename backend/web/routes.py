@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ablate.backend.charts import plotly_js_source
 from ablate.backend.db.database import Database
 from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText
+from ablate.backend.services import run_logs
 from ablate.backend.web import auth
 from ablate.backend.web.errors import PageRoute
 from ablate.backend.web.filters import Filters
@@ -71,8 +72,16 @@ def study_page(request: Request, study_id: DbId) -> Response:
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run_id: DbId) -> Response:
     with _db(request).read() as session:
-        page = run.run_page(session, run_id)
+        page = run.run_page(session, run_id, request.app.state.settings.log_dir)
     return render(request, "run.html", {"section": "releases", "page": page, "charts": page.chart_html})
+
+
+@pages.get("/runs/{run_id}/logs/{name}")
+def run_log(request: Request, run_id: DbId, name: Annotated[str, Path(max_length=64)]) -> Response:
+    """One log file of a run (a node's, or a rank's), as plain text."""
+    with _db(request).read() as session:
+        path = run_logs.log_file(session, run_id, name, request.app.state.settings.log_dir)
+    return FileResponse(path, media_type="text/plain; charset=utf-8")
 
 
 @pages.get("/", response_class=HTMLResponse)

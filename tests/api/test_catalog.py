@@ -77,3 +77,26 @@ def test_variants_workloads_clusters(
     assert client.get(f"/variants/{VARIANT['name']}").json()["factors"] == ["ac2", "accl", "compiler_opt"]
     assert client.get("/workloads/deepspeed/llama3-8b").json()["seq_len"] == 8192
     assert_problem(admin.post("/clusters", json={**CLUSTER, "name": "c2", "nodes": 0}), 422, loc="nodes")
+
+
+def test_launch_and_visible_devices_env_are_checked_at_the_edge(
+    live_server: LiveServer, admin: httpx.Client, client: httpx.Client
+) -> None:
+    before = snapshot(live_server.database)
+    bad_launch = {**WORKLOAD, "runner": "command", "runner_options": {"launch": "per-rack"}}
+    body = assert_problem(admin.post("/workloads", json=bad_launch), 422, loc="runner_options")
+    assert "runner_options.launch must be one of per-node, per-device, not 'per-rack'" in body["detail"]
+    assert_problem(admin.post("/variants", json={"name": "v", "runner_options": {"launch": 2}}), 422)
+    # per-node is the command runner's; torch-llm (the default runner) is its own per-device launcher
+    per_node = {**WORKLOAD, "runner_options": {"launch": "per-node"}}
+    assert "command runner" in assert_problem(admin.post("/workloads", json=per_node), 422)["detail"]
+    cpu = {**CLUSTER, "accelerator": "cpu", "visible_devices_env": "PPU_VISIBLE_DEVICES"}
+    assert "cpu cluster has none" in assert_problem(admin.post("/clusters", json=cpu), 422)["detail"]
+    not_a_name = {**CLUSTER, "visible_devices_env": "PPU VISIBLE"}
+    assert_problem(admin.post("/clusters", json=not_a_name), 422, loc="visible_devices_env")
+    assert snapshot(live_server.database) == before
+    ppu = {**CLUSTER, "name": "ppu-2x16", "accelerator": "ppu", "visible_devices_env": "PPU_VISIBLE_DEVICES"}
+    assert admin.post("/clusters", json=ppu).status_code == 201
+    assert client.get("/clusters/ppu-2x16").json()["visible_devices_env"] == "PPU_VISIBLE_DEVICES"
+    good = {**WORKLOAD, "runner": "command", "runner_options": {"launch": "per-device", "command": "x"}}
+    assert admin.post("/workloads", json=good).status_code == 201

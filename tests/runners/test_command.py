@@ -197,3 +197,37 @@ def test_factors() -> None:
 def test_result_serialises(make_spec: Callable[..., RunSpec]) -> None:
     res = RUNNER.run(_spec(make_spec, EMIT_JSONL))
     assert json.loads(json.dumps(res.to_dict()))["status"] == "succeeded"
+
+
+PRINT_ENV = """
+import json, os
+keys = ["NNODES", "NODE_RANK", "NPROC_PER_NODE", "MASTER_ADDR", "MASTER_PORT"]
+keys += ["RANK", "WORLD_SIZE", "LOCAL_RANK"]
+print(json.dumps({k: os.environ.get(k) for k in keys}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("launch", ["per-node", "per-device"])
+def test_the_launch_decides_the_environment_and_the_log_file(
+    make_spec: Callable[..., RunSpec], launch: str
+) -> None:
+    from dataclasses import replace
+
+    spec = _spec(make_spec, PRINT_ENV)
+    # node 1 of 2 with 4 devices each: the launcher of that node, or the rank on its second device
+    spec = replace(spec, launch=launch, nnodes=2, node_rank=1, local_world_size=4, world_size=8)
+    spec = replace(spec, rank=4 if launch == "per-node" else 5, local_rank=0 if launch == "per-node" else 1)
+    spec = replace(spec, master_addr="10.1.2.3", master_port=29555)
+    res = RUNNER.run(spec)
+    # not global rank 0: no metrics expected, the exit code decides
+    assert res.succeeded and not res.metrics, (res.error, res.log_tail)
+    seen = json.loads(res.log_tail.splitlines()[-1])
+    node = {"NNODES": "2", "NODE_RANK": "1", "NPROC_PER_NODE": "4", "MASTER_ADDR": "10.1.2.3"}
+    assert {k: seen[k] for k in node} == node and seen["MASTER_PORT"] == "29555"
+    if launch == "per-node":
+        assert seen["RANK"] is None and seen["WORLD_SIZE"] is None
+        assert res.log_path == str(Path(spec.log_dir) / f"run-{spec.run_id}" / "node1.log")
+    else:
+        assert (seen["RANK"], seen["WORLD_SIZE"], seen["LOCAL_RANK"]) == ("5", "8", "1")
+        assert res.log_path == str(Path(spec.log_dir) / f"run-{spec.run_id}" / "node1-rank5.log")
+    assert Path(res.log_path).is_file() and res.provenance["launch"] == launch

@@ -71,6 +71,19 @@ def test_missing_label_and_too_few_nodes_are_named() -> None:
     assert "no alive node" in str(unplaceable_reason(d, [node({"PPU": 16.0}, {"pool": "ppu"}, alive=False)]))
 
 
+def test_more_nodes_than_the_pool_has_blames_the_device_not_the_cpu() -> None:
+    d = demand_for({"name": "ppu-4x16", "accelerator": "ppu", "nodes": 4, "devices_per_node": 16,
+                    "labels": {"pool": "ppu"}})  # fmt: skip
+    decoy = node({"PPU": 16.0}, {"pool": "gpu"})  # the resource, the wrong label
+    reason = str(unplaceable_reason(d, [PPU_NODE, node({"PPU": 16.0}, {"pool": "ppu"}), decoy, GPU_NODE]))
+    assert reason.endswith(
+        "only 2 alive node(s) with label pool=ppu can hold that (2 with 16 'PPU', 4 needed)"
+    ), reason
+    # a real CPU shortage is still named as such
+    no_cpu = [node({"PPU": 16.0, "CPU": 0.5}, {"pool": "ppu"}) for _ in range(4)]
+    assert "(0 with 1 'CPU', 4 needed)" in str(unplaceable_reason(d, no_cpu))
+
+
 @pytest.mark.parametrize(
     ("selector", "actual", "ok"),
     [("ppu", "ppu", True), ("ppu", "gpu", False), ("!ppu", "gpu", True), ("in(a, b)", "b", True),

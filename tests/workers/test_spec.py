@@ -82,6 +82,7 @@ def test_single_node_gpu_run(settings: Settings) -> None:
         "expected_devices": 8,
         "driver_requirements": {"13.0": ">=580"},
         "cuda_version": "13.0",  # from the release manifest
+        "attempt": 2,
     }
     assert ex.runtime_env is None
     assert ex.provenance["dispatcher"] == "host:1:abc"
@@ -178,3 +179,46 @@ def test_the_rows_are_not_changed(settings: Settings) -> None:
 def test_a_device_cluster_without_devices_is_refused(settings: Settings) -> None:
     with pytest.raises(ValueError, match="needs devices_per_node >= 1"):
         build_execution_spec(_rows(cluster={"devices_per_node": 0}), settings, "d")
+
+
+def _command(launch: str | None, nodes: int, devices: int = 4) -> dict[str, Any]:
+    opts = {"command": "torchrun train.py", **({"launch": launch} if launch else {})}
+    return {
+        "workload": {"runner": "command", "runner_options": opts},
+        "cluster": {"nodes": nodes, "devices_per_node": devices},
+    }
+
+
+def test_command_runs_launch_once_per_node_by_default(settings: Settings) -> None:
+    ex = build_execution_spec(_rows(**_command(None, 2)), settings, "d")
+    assert ex.spec.launch == "per-node" and ex.provenance["launch"] == "per-node"
+    per_node = multi_node_specs(ex.spec, ex.demand, "10.0.0.7", 29611)
+    assert [len(n) for n in per_node] == [1, 1]  # one launcher per node, not one per device
+    nodes = [RunSpec.from_dict(n[0]) for n in per_node]
+    assert [(s.node_rank, s.nnodes, s.local_world_size) for s in nodes] == [(0, 2, 4), (1, 2, 4)]
+    assert {(s.master_addr, s.master_port) for s in nodes} == {("10.0.0.7", 29611)}
+
+
+def test_a_one_node_command_run_is_one_launcher_with_a_port_picked_on_the_node(settings: Settings) -> None:
+    ex = build_execution_spec(_rows(**_command(None, 1)), settings, "d")
+    ((one,),) = single_node_specs(ex.spec)
+    spec = RunSpec.from_dict(one)
+    assert (spec.node_rank, spec.nnodes, spec.local_world_size, spec.master_port) == (0, 1, 4, 0)
+
+
+def test_per_device_launch_gives_every_device_its_rank(settings: Settings) -> None:
+    ex = build_execution_spec(_rows(**_command("per-device", 2, 3)), settings, "d")
+    ranks = [RunSpec.from_dict(s) for node in multi_node_specs(ex.spec, ex.demand, "h", 1) for s in node]
+    assert [(r.node_rank, r.rank, r.local_rank) for r in ranks] == [
+        (0, 0, 0), (0, 1, 1), (0, 2, 2), (1, 3, 0), (1, 4, 1), (1, 5, 2)
+    ]  # fmt: skip
+    assert {(r.world_size, r.nnodes) for r in ranks} == {(6, 2)}
+    (node,) = single_node_specs(
+        build_execution_spec(_rows(**_command("per-device", 1, 3)), settings, "d").spec
+    )
+    assert [RunSpec.from_dict(s).rank for s in node] == [0, 1, 2]
+
+
+def test_a_bad_stored_launch_fails_loudly(settings: Settings) -> None:
+    with pytest.raises(ValueError, match=r"runner_options\.launch must be one of per-node, per-device"):
+        build_execution_spec(_rows(**_command("per-rack", 1)), settings, "d")

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import ray
 from ray.cluster_utils import Cluster as RayCluster
@@ -17,21 +20,30 @@ from tests.workers.conftest import make_settings
 from tests.workers.fakes import FakeRunner
 
 
-def main(db_url: str, data_dir: str) -> None:
+@contextmanager
+def ray_nodes(db_url: str, namespace: str, *workers: dict[str, Any]) -> Iterator[Database]:
+    """A local Ray of a one-CPU head and ``workers`` (``add_node`` arguments) joined by this process,
+    and the database; both shut down on exit."""
     nodes = RayCluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     database = Database.from_url(db_url)
     try:
-        nodes.add_node(num_cpus=1)
-        ray.init(address=nodes.address, namespace="ablate-two-nodes", log_to_driver=False)
+        for args in workers:
+            nodes.add_node(**args)
+        ray.init(address=nodes.address, namespace=namespace, log_to_driver=False)
         nodes.wait_for_nodes()
-        settings = make_settings(Path(data_dir), max_concurrent_runs=1)
-        Dispatcher(settings, database, runners={"fake": FakeRunner}).drain(timeout_s=180)
-        states = [pg["state"] for pg in ray.util.placement_group_table().values()]
-        print(json.dumps({"placement_groups": states}))
+        yield database
     finally:
         database.dispose()
         ray.shutdown()
         nodes.shutdown()
+
+
+def main(db_url: str, data_dir: str) -> None:
+    with ray_nodes(db_url, "ablate-two-nodes", {"num_cpus": 1}) as database:
+        settings = make_settings(Path(data_dir), max_concurrent_runs=1)
+        Dispatcher(settings, database, runners={"fake": FakeRunner}).drain(timeout_s=180)
+        states = [pg["state"] for pg in ray.util.placement_group_table().values()]
+        print(json.dumps({"placement_groups": states}))
 
 
 if __name__ == "__main__":

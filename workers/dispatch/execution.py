@@ -69,13 +69,23 @@ class Execution:
     def demand(self) -> NodeDemand:
         return self.plan.demand
 
+    def node_facts(self) -> dict[str, str]:
+        """Every node's host, Ray node id and visible devices, as ``node<N>.<fact>`` provenance keys
+        (the nodes that returned: a run stopped on its first failing node may miss some)."""
+        out: dict[str, str] = {}
+        for index, node in sorted(self.node_results.items()):
+            for fact, value in (node.get("node") or {}).items():
+                if fact != "node_rank":
+                    out[f"node{index}.{fact}"] = str(value)
+        return out
+
     def outcome(self, result: RunResult, *, retryable: bool) -> Outcome:
         """The outcome of this execution ending with ``result`` (the dispatcher's provenance added; the
         run's environment when the runner reported none). Only an infrastructure failure is retried."""
         nodes = list(self.node_results.values())
         started = min((_parse_time(n.get("started_at")) for n in nodes), default=None, key=_key)
         finished = max((_parse_time(n.get("finished_at")) for n in nodes), default=None, key=_key)
-        result.provenance = {**self.plan.provenance, **result.provenance}
+        result.provenance = {**self.plan.provenance, **result.provenance, **self.node_facts()}
         if not result.environment:
             result.environment = dict(self.spec.env)
         lead = self.node_results.get(0, {}).get("progress")

@@ -65,3 +65,13 @@ def start_board() -> Any:
     from ablate.workers.dispatch.board import ProgressBoard
 
     return ray.remote(num_cpus=0, max_restarts=-1)(ProgressBoard).remote()
+
+
+def start_device_allocator() -> Any:
+    """The dispatcher's :class:`~ablate.workers.dispatch.devices.DeviceAllocator` (no CPU, restarted
+    if it dies: the runs then in flight keep their devices, new ones may share until those end)."""
+    import ray
+
+    from ablate.workers.dispatch.devices import DeviceAllocator
+
+    return ray.remote(num_cpus=0, max_restarts=-1)(DeviceAllocator).remote()

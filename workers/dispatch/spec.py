@@ -15,7 +15,7 @@ from typing import Any
 
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeDemand, demand_for
-from ablate.backend.domain.runner import RunSpec
+from ablate.backend.domain.runner import DEFAULT_VISIBLE_DEVICES_ENV, LAUNCH_MODES, RunSpec
 from ablate.workers.envrules import plan_environment
 
 
@@ -56,6 +56,7 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
     demand = demand_for(cluster)
     opts = {**(workload.get("runner_options") or {}), **(variant.get("runner_options") or {})}
     timeout_s = float(opts.get("timeout_s") or settings.run_timeout_s)
+    launch = launch_mode(str(workload.get("runner") or "torch-llm"), opts)
     spec = RunSpec(
         run_id=rows.run_id,
         workload=dict(workload),
@@ -65,6 +66,8 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
         log_dir=str(settings.log_dir),
         timeout_s=timeout_s,
         local_world_size=demand.ranks_per_node if demand.nodes == 1 else 1,
+        nnodes=demand.nodes,
+        launch=launch,
     )
     manifest = release.get("manifest") or {}
     checks = {
@@ -75,6 +78,7 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
     }
     if "min_free_fraction" in opts:
         checks["min_free_fraction"] = float(opts["min_free_fraction"])
+    checks["attempt"] = rows.attempt  # names the devices this attempt holds on a node (see devices.py)
     image = variant.get("image")
     runtime_env = {"image_uri": image, "env_vars": dict(env.env)} if image else None
     provenance = {
@@ -82,6 +86,7 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
         "attempt": str(rows.attempt),
         "release": rows.release_ref,
         "ray_demand": demand.describe(),
+        "launch": launch,
         **env.provenance(),
     }
     if image:
@@ -97,8 +102,30 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
     )
 
 
+def launch_mode(runner: str, opts: dict[str, Any]) -> str:
+    """``per-node`` or ``per-device`` (validated at the edge; a bad stored value fails loudly here)."""
+    if runner != "command":
+        return "per-device"  # torch-llm is itself a per-device launcher (see docs/runners.md)
+    launch = str(opts.get("launch") or LAUNCH_MODES[0])
+    if launch not in LAUNCH_MODES:
+        raise ValueError(f"runner_options.launch must be one of {', '.join(LAUNCH_MODES)}, not {launch!r}")
+    return launch
+
+
+def visible_devices_env(cluster: dict[str, Any]) -> str | None:
+    """The variable that names a run's devices on a node (None on a CPU cluster)."""
+    if str(cluster.get("accelerator") or "cpu").lower() == "cpu":
+        return None
+    return str(cluster.get("visible_devices_env") or DEFAULT_VISIBLE_DEVICES_ENV)
+
+
 def single_node_specs(spec: RunSpec) -> list[list[dict[str, Any]]]:
-    """The one node task's one spec: the runner starts the node's ``local_world_size`` ranks itself."""
+    """The specs of a run of one node. The ``command`` runner gets them spread like a multi-node run's
+    (port 0: the node task picks a free one); other runners get one spec and start the node's
+    ``local_world_size`` ranks themselves."""
+    if spec.runner_name == "command":
+        per = max(1, spec.local_world_size)
+        return _spread(spec, 1, per, "127.0.0.1", 0)
     # Shallow: Ray serialises the task's arguments anyway (``asdict`` would deep-copy first).
     return [[dict(vars(spec))]]
 
@@ -106,20 +133,22 @@ def single_node_specs(spec: RunSpec) -> list[list[dict[str, Any]]]:
 def multi_node_specs(
     spec: RunSpec, demand: NodeDemand, master_addr: str, master_port: int
 ) -> list[list[dict[str, Any]]]:
-    """Per node, one spec per local rank: global RANK = node * ranks_per_node + LOCAL_RANK."""
-    per = demand.ranks_per_node
+    """Per node, the specs its node task runs (see :func:`_spread`)."""
+    return _spread(spec, demand.nodes, demand.ranks_per_node, master_addr, master_port)
+
+
+def _spread(spec: RunSpec, nodes: int, per: int, addr: str, port: int) -> list[list[dict[str, Any]]]:
+    """``per-node``: one spec per node (NODE_RANK, NPROC_PER_NODE = ``per``); ``per-device``: one spec
+    per local rank, global RANK = node * per + LOCAL_RANK."""
+    common = replace(
+        spec, world_size=nodes * per, local_world_size=per, nnodes=nodes, master_addr=addr, master_port=port
+    )
+    if spec.launch == "per-node":
+        return [[replace(common, node_rank=n, rank=n * per).to_dict()] for n in range(nodes)]
     return [
         [
-            replace(
-                spec,
-                rank=node * per + local,
-                world_size=demand.world_size,
-                local_rank=local,
-                local_world_size=per,
-                master_addr=master_addr,
-                master_port=master_port,
-            ).to_dict()
+            replace(common, node_rank=n, rank=n * per + local, local_rank=local).to_dict()
             for local in range(per)
         ]
-        for node in range(demand.nodes)
+        for n in range(nodes)
     ]

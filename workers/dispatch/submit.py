@@ -32,6 +32,7 @@ class Submitter:
     def __init__(self, runners: Mapping[str, Callable[[], Runner]] | None = None) -> None:
         self.runners = dict(runners or {})
         self.board: Any = None
+        self.devices: Any = None  # the DeviceAllocator actor
         self._node_task: Any = None
         self._rendezvous: Any = None
         self._factory_refs: dict[str, Any] = {}
@@ -47,6 +48,7 @@ class Submitter:
         self._node_task = ray_runtime.remote_node_task()
         self._rendezvous = ray_runtime.remote_rendezvous()
         self.board = ray_runtime.start_board()
+        self.devices = ray_runtime.start_device_allocator()
         return address
 
     def alive_nodes(self) -> list[NodeInfo]:
@@ -90,7 +92,7 @@ class Submitter:
         refs = []
         for index, specs in enumerate(per_node):
             ref = self._node_task.options(**self._node_options(ex, index)).remote(
-                specs, ex.plan.checks, self.board, factory
+                specs, ex.plan.checks, self.board, factory, self.devices
             )
             ex.node_refs.append(ref)
             refs.append(ex.wait_on(ref))
@@ -138,6 +140,8 @@ class Submitter:
                 ray.cancel(ref, force=True)
             except Exception as exc:  # finished already, or the worker is gone
                 log.debug("cancel of run %s node task: %s", ex.run_id, exc)
+        if self.devices is not None and ex.node_refs:
+            self.devices.release.remote(ex.run_id, ex.attempt)  # what a killed node task kept
         if ex.pg is not None:
             from ray.util.placement_group import remove_placement_group
 

@@ -1,10 +1,11 @@
 """What runs inside Ray: one task per node of a run, which preflights the node and runs its ranks.
 
-Single-node runs hand the runner one spec (with ``local_world_size`` = ranks per node, so the runner
-starts and wires its local ranks itself, like ``torchrun``). Multi-node runs hand each node task one
-spec per local rank, already carrying the global RANK/WORLD_SIZE/LOCAL_RANK and the MASTER_ADDR/PORT of
-node 0; the task runs them side by side and, when one fails, kills the others' processes so they do
-not sit in a collective until the timeout.
+Each node task gets the specs of its node (see :mod:`ablate.workers.dispatch.spec`): one launcher
+(``per-node``), one spec per local rank (``per-device``, with the global RANK/WORLD_SIZE/LOCAL_RANK), or,
+for runners that start a single node's ranks themselves (torch-llm), one spec with ``local_world_size``.
+The task first gives the run its own devices on the node (exported in the cluster's visible-devices
+variable), runs the specs side by side and, when one fails, kills the others' processes so they do not
+sit in a collective until the timeout. It returns the node's facts and log files with the result.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +26,8 @@ import psutil
 
 from ablate.backend.domain.runner import ProgressCallback, Runner, RunResult, RunSpec, get_runner
 from ablate.workers import preflight
-from ablate.workers.dispatch import reaper
+from ablate.workers.dispatch import devices, logs, reaper
+from ablate.workers.dispatch.spec import visible_devices_env
 
 PROGRESS_INTERVAL_S = 1.0
 
@@ -97,21 +100,59 @@ def _run_ranks(runner: Runner, specs: list[RunSpec], progress: ProgressCallback)
     return bad[0] if bad else results[0]
 
 
+class _NotPlaced(Exception):
+    """The node cannot give this run its devices."""
+
+
+def _place_on_node(rank_specs: list[RunSpec], checks: dict[str, Any], allocator: Any) -> dict[str, str]:
+    """Fill in what only the node knows: a free MASTER_PORT for a run of one node (port 0) and the
+    devices this run may use, exported in the cluster's visible-devices variable. Returns the node's
+    facts for the provenance (host, Ray node id, node rank, visible devices)."""
+    lead = rank_specs[0]
+    facts = {"host": socket.gethostname(), "node_rank": str(lead.node_rank)}
+    if lead.master_port == 0:
+        port = free_port()
+        rank_specs[:] = [replace(s, master_addr="127.0.0.1", master_port=port) for s in rank_specs]
+    import ray
+
+    if not ray.is_initialized():  # run in-process (tests, tools): no node to share
+        return facts
+
+    facts["node_id"] = ray.get_runtime_context().get_node_id()
+    name = visible_devices_env(lead.cluster)
+    key = (lead.run_id, int(checks.get("attempt", 1)), lead.node_rank)
+    ids = devices.node_devices(lead.cluster, key, allocator) if name else None
+    if name and ids is not None:
+        value = ",".join(ids)
+        for s in rank_specs:
+            s.env = {**s.env, name: value}
+        facts["visible_devices"] = f"{name}={value}"
+    return facts
+
+
 def run_node(
     specs: list[dict[str, Any]],
     checks: dict[str, Any],
     board: Any = None,
     runner_factory: Callable[[], Runner] | None = None,
+    allocator: Any = None,
 ) -> dict[str, Any]:
-    """The body of a node task. Never raises for run failures: returns a RunResult dict with times."""
+    """The body of a node task. Never raises for run failures: returns a RunResult dict with times,
+    this node's facts and its log files (see :func:`ablate.workers.dispatch.logs.collect`)."""
     reaper.active()
     started = _now()
     host = socket.gethostname()
     rank_specs = [RunSpec.from_dict(s) for s in specs]
     lead = rank_specs[0]
     facts: dict[str, str] = {"host": host}
+    node: dict[str, str] = {"host": host, "node_rank": str(lead.node_rank)}
     last_progress: list[Any] = []
     try:
+        try:
+            node = _place_on_node(rank_specs, checks, allocator)
+        except RuntimeError as exc:  # no device to give: the infrastructure's failure, not the benchmark's
+            raise _NotPlaced(str(exc)) from exc
+        lead = rank_specs[0]
         report = preflight.run_preflight(
             checks.get("accelerator", lead.accelerator),
             int(checks.get("expected_devices", 0)),
@@ -130,6 +171,8 @@ def run_node(
             result = _run_ranks(runner, rank_specs, progress)
             # set on the function by throttled_progress (why it is untyped: see there)
             last_progress = list(progress.latest)  # type: ignore[attr-defined]
+    except _NotPlaced as exc:
+        result = RunResult.failed(f"on {host}: {exc}", "infrastructure", environment=lead.env)
     except Exception as exc:  # a runner must not raise; if one does, say so instead of crashing
         result = RunResult.failed(
             f"runner raised {type(exc).__name__}: {exc}",
@@ -139,6 +182,8 @@ def run_node(
         )
     finally:
         reaper.idle()
+        if allocator is not None:
+            allocator.release.remote(lead.run_id, int(checks.get("attempt", 1)), lead.node_rank)
     result.provenance = {**facts, **result.provenance}
     if not result.environment:
         result.environment = dict(lead.env)
@@ -148,4 +193,6 @@ def run_node(
         "finished_at": _now(),
         "host": host,
         "progress": last_progress or None,
+        "node": node,
+        "logs": logs.collect(lead),
     }

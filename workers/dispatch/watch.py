@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from ablate.backend.domain.runner import RunResult
+from ablate.workers.dispatch import logs
 from ablate.workers.dispatch.execution import TIMEOUT_GRACE_S, Execution, Outcome
 from ablate.workers.dispatch.spec import multi_node_specs
 from ablate.workers.dispatch.submit import Submitter
@@ -112,6 +113,7 @@ class Watcher:
         except Exception as exc:
             self.finish(ex, RunResult.failed(describe_ray_failure(exc, index), "infrastructure"))
             return
+        logs.keep(node.pop("logs", None), ex.spec, str(node.get("host", "?")))
         ex.node_results[index] = node
         res = RunResult.from_dict(node["result"])
         if not res.succeeded:

@@ -55,6 +55,28 @@ def _tokens_per_s(values: dict[str, float], parser: LogParser) -> float | None:
     return None
 
 
+def launch_env(spec: RunSpec) -> dict[str, str]:
+    """The torchrun-style variables the command reads: where it is among the run's nodes and, when it
+    is one process per device, its rank. ``per-node``: NNODES, NODE_RANK, NPROC_PER_NODE, MASTER_ADDR,
+    MASTER_PORT (torchrun/deepspeed take these as arguments); ``per-device`` adds RANK, WORLD_SIZE,
+    LOCAL_RANK and LOCAL_WORLD_SIZE."""
+    env = {
+        "NNODES": str(spec.nnodes),
+        "NODE_RANK": str(spec.node_rank),
+        "NPROC_PER_NODE": str(max(1, spec.local_world_size)),
+        "MASTER_ADDR": spec.master_addr,
+        "MASTER_PORT": str(spec.master_port),
+    }
+    if spec.launch == "per-device":
+        env |= {
+            "RANK": str(spec.rank),
+            "WORLD_SIZE": str(spec.world_size),
+            "LOCAL_RANK": str(spec.local_rank),
+            "LOCAL_WORLD_SIZE": str(max(1, spec.local_world_size)),
+        }
+    return env
+
+
 class CommandRunner:
     name = NAME
 
@@ -89,17 +111,11 @@ class CommandRunner:
             )
         except ValueError as exc:
             return RunResult.failed(f"invalid command run: {exc}", "benchmark", environment=env_used)
-        if spec.world_size > 1:  # one rank of a group the dispatcher placed; the command reads these
-            env_used.update(
-                MASTER_ADDR=spec.master_addr,
-                MASTER_PORT=str(spec.master_port),
-                WORLD_SIZE=str(spec.world_size),
-                RANK=str(spec.rank),
-                LOCAL_RANK=str(spec.local_rank),
-            )
+        env_used.update(launch_env(spec))
         warmup = int(w.get("warmup_steps") or 0)
         total = int(opts.get("total_steps") or warmup + int(w.get("measured_steps") or 0) or 0)
-        log_path = Path(spec.log_dir) / f"run-{spec.run_id}.log"
+        per_device = spec.launch == "per-device"
+        log_path = Path(spec.log_file(spec.rank if per_device else None))
         prov = {
             "runner": NAME,
             "host": socket.gethostname(),
@@ -107,6 +123,7 @@ class CommandRunner:
             "parser": parser_name,
             "variant": str(spec.variant.get("name", "")),
             "factors": ",".join(spec.factors),
+            "launch": spec.launch,
         }
         if spec.variant.get("image"):
             prov["image"] = str(spec.variant["image"])
@@ -164,6 +181,13 @@ class CommandRunner:
             warmup_steps=warmup,
         )
         metrics, series = summarize(parsed, ctx)
+        if not metrics and spec.rank != 0:
+            # Only global rank 0 must report: the other nodes' launchers (and ranks) usually print no
+            # metrics; their exit code is what counts.
+            return RunResult(
+                status="succeeded", provenance=prov, log_tail=out.tail_text, log_path=out.log_path,
+                environment=env_used,
+            )  # fmt: skip
         if not metrics:
             why = f"parser {parser_name} found no metrics ({len(parsed.steps)} step records"
             why += f", {warmup} warm-up dropped, {parsed.malformed_lines} malformed lines)"

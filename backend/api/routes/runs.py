@@ -1,16 +1,17 @@
-"""Run routes: the paged list, one run, and its series."""
+"""Run routes: the paged list, one run, its series and its log files."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import FileResponse
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
 from ablate.backend.schemas.common import MAX_DB_ID, DbId, Line
-from ablate.backend.schemas.runs import RunDetail, RunPage, SeriesOut
-from ablate.backend.services import runs
+from ablate.backend.schemas.runs import RunDetail, RunLogsOut, RunPage, SeriesOut
+from ablate.backend.services import run_logs, runs
 from ablate.backend.services.downsample import MIN_POINTS
 from ablate.backend.services.errors import ValidationProblem
 
@@ -65,3 +66,21 @@ def get_series(
 ) -> Any:
     with database(request).read() as session:
         return runs.run_series(session, run_id, metric, max_points=max_points)
+
+
+@router.get("/runs/{run_id}/logs", response_model=RunLogsOut)
+def list_logs(run_id: DbId, request: Request) -> Any:
+    """The run's log files: one per node (per rank where the runner has ranks), with host and size."""
+    with database(request).read() as session:
+        items = run_logs.list_logs(session, run_id, request.app.state.settings.log_dir)
+    for item in items:
+        item["url"] = str(request.url_for("get_log", run_id=run_id, name=item["name"]).path)
+    return {"items": items}
+
+
+@router.get("/runs/{run_id}/logs/{name}", response_class=FileResponse)
+def get_log(run_id: DbId, request: Request, name: Annotated[Line, Path(max_length=64)]) -> Any:
+    """One log file of the run, as plain text (names as ``GET /runs/{id}/logs`` lists them)."""
+    with database(request).read() as session:
+        path = run_logs.log_file(session, run_id, name, request.app.state.settings.log_dir)
+    return FileResponse(path, media_type="text/plain; charset=utf-8", filename=f"run-{run_id}-{name}")

@@ -1,14 +1,17 @@
-"""The run page: summary metrics, step-time and loss charts, environment, provenance, log tail, error."""
+"""The run page: summary metrics, step-time and loss charts, environment, provenance, log tail, error,
+and the run's log files (one per node, per rank where there are ranks)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from ablate.backend import charts
 from ablate.backend.domain.metrics import get_metric
+from ablate.backend.services import run_logs
 from ablate.backend.services import runs as run_service
 
 # Enough points for a 1280 px wide chart; min-max downsampling keeps spikes visible.
@@ -31,6 +34,7 @@ class RunPage:
     chart_html: str | None
     chart_traces: int
     downsampled: list[str]
+    logs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _metric_rows(metrics: list[dict[str, Any]]) -> list[MetricRow]:
@@ -47,7 +51,7 @@ def warmup_steps(provenance: dict[str, Any]) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def run_page(session: Session, run_id: int) -> RunPage:
+def run_page(session: Session, run_id: int, log_dir: Path | None = None) -> RunPage:
     detail = run_service.run_detail(session, run_id)
     present = {s["metric"] for s in detail["series"]}
     series: dict[str, tuple[list[float], list[float]]] = {}
@@ -76,4 +80,5 @@ def run_page(session: Session, run_id: int) -> RunPage:
         chart_html=chart_html,
         chart_traces=len(series),
         downsampled=downsampled,
+        logs=run_logs.list_logs(session, run_id, log_dir) if log_dir is not None else [],
     )

@@ -101,8 +101,7 @@ def _rank_env(spec: RunSpec, local_ranks: int) -> dict[str, str]:
 
 
 def _log_path(spec: RunSpec, ranks: int) -> Path:
-    suffix = f"-rank{spec.rank}" if ranks > 1 or spec.world_size > 1 else ""
-    return Path(spec.log_dir) / f"run-{spec.run_id}{suffix}.log"
+    return Path(spec.log_file(spec.rank if ranks > 1 or spec.world_size > 1 else None))
 
 
 def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunResult:
