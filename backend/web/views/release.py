@@ -22,9 +22,10 @@ from ablate.backend.config import Settings
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
+from ablate.backend.web import links
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.views.checkpointing import AdvisorView, advisor_view
-from ablate.backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
+from ablate.backend.web.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
 from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
 
 REPORT_FORMATS = (("html", "HTML report"), ("md", "Markdown"), ("csv", "CSV"), ("json", "JSON"))
@@ -55,6 +56,12 @@ class LadderRow:
     share_low: float | None
     share_high: float | None
     reasons: str
+    # The succeeded runs behind each number (ablate.backend.web.links); None where nothing backs it.
+    runs_url: str | None = None  # n and the median
+    speedup_runs_url: str | None = None  # this variant and the baseline
+    step_runs_url: str | None = None  # this variant and its reference rung
+    share_runs_url: str | None = None  # every rung of the chain the shares split
+    history_url: str | None = None  # this cell across the family's releases
 
 
 @dataclass
@@ -73,6 +80,7 @@ class LadderTable:
     waterfall_html: str | None = None
     # False for a factorial release: steps and shares are not shown (see FactorialTable).
     ladder: bool = True
+    total_runs_url: str | None = None  # the baseline and the last rung with values
 
 
 @dataclass
@@ -99,6 +107,8 @@ class FactorialTable:
     n_values: int
     rows: list[FactorialRow]
     reasons: str
+    # Every effect is a contrast over all cells of the design: one run list backs them all.
+    runs_url: str | None = None
 
 
 @dataclass
@@ -149,7 +159,7 @@ def report_url(ref: str, fmt: str) -> str:
     return f"/api/v1/releases/{quote(ref, safe=':/')}/report?format={fmt}"
 
 
-def _row(ladder: LadderAnalysis, v: VariantResult) -> LadderRow:
+def _row(ladder: LadderAnalysis, v: VariantResult, where: _Where | None) -> LadderRow:
     s = v.summary
     vs = v.vs_baseline
     step = v.step
@@ -178,7 +188,36 @@ def _row(ladder: LadderAnalysis, v: VariantResult) -> LadderRow:
         share_low=v.share_ci_low,
         share_high=v.share_ci_high,
         reasons="; ".join([*v.reasons, *(vs.reasons if vs else ())]),
+        **(_row_links(ladder, v, where) if where else {}),
     )
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The release and cell a ladder table belongs to: what its links filter on."""
+
+    release: str
+    cluster: str
+    workload: str
+
+    def runs(self, variants: str | list[str]) -> str | None:
+        return links.cell_runs_url([links.Scope(release=self.release)], self.cluster, self.workload, variants)
+
+
+def _row_links(ladder: LadderAnalysis, v: VariantResult, where: _Where) -> dict[str, str | None]:
+    with_values = [x.variant for x in ladder.variants if x.summary.n]
+    base = ladder.baseline
+    return {
+        "runs_url": where.runs(v.variant) if v.summary.n else None,
+        "speedup_runs_url": where.runs([base, v.variant]) if base and v.vs_baseline else None,
+        "step_runs_url": where.runs([v.previous_variant, v.variant])
+        if v.step and v.previous_variant
+        else None,
+        "share_runs_url": where.runs(with_values) if v.share is not None else None,
+        "history_url": links.history_url(
+            where.release, where.cluster, where.workload, v.variant, ladder.metric
+        ),
+    }
 
 
 def factorial_table(
@@ -210,12 +249,20 @@ def factorial_table(
         n_values=fa.n_values,
         rows=rows,
         reasons="; ".join(fa.reasons),
+        runs_url=_Where(comp.release.ref, cluster, workload).runs([v for v, _ in design.cells])
+        if design and fa.n_values
+        else None,
     )
 
 
-def ladder_table(cluster: str, workload: str, ladder: LadderAnalysis) -> LadderTable:
+def ladder_table(
+    cluster: str, workload: str, ladder: LadderAnalysis, release: str | None = None
+) -> LadderTable:
+    """The table of one ladder; with ``release``, every number links to the runs behind it."""
     mdef = describe_metric(ladder.metric, ladder.unit)
     total = ladder.total
+    where = _Where(release, cluster, workload) if release else None
+    last = next((v.variant for v in reversed(ladder.variants) if v.summary.n), None)
     return LadderTable(
         cluster=cluster,
         workload=workload,
@@ -226,8 +273,11 @@ def ladder_table(cluster: str, workload: str, ladder: LadderAnalysis) -> LadderT
         total=total.ratio if total else None,
         total_low=total.ci_low if total else None,
         total_high=total.ci_high if total else None,
-        rows=[_row(ladder, v) for v in ladder.variants],
+        rows=[_row(ladder, v, where) for v in ladder.variants],
         reasons="; ".join(ladder.reasons),
+        total_runs_url=where.runs([ladder.baseline, last])
+        if where and total and ladder.baseline and last
+        else None,
     )
 
 
@@ -257,7 +307,7 @@ def _section(
             fig = charts.ablation_bars(primary, release=ref, cluster=cluster.name, colors=colors)
             section.charts.append(chart_of(fig, slug("ablation", cluster.name), "ablation"))
         for workload, ladder in primary.items():
-            table = ladder_table(cluster.name, workload, ladder)
+            table = ladder_table(cluster.name, workload, ladder, ref)
             if comp.factorial_design is not None:
                 table.ladder = False  # the factorial section below says what each factor is worth
             else:
@@ -284,7 +334,7 @@ def _section(
             fig = charts.memory_bars(memory, release=ref, cluster=cluster.name, colors=colors)
             section.charts.append(chart_of(fig, slug("memory", cluster.name), "memory"))
             for workload, ladder in memory.items():
-                table = ladder_table(cluster.name, workload, ladder)
+                table = ladder_table(cluster.name, workload, ladder, ref)
                 table.ladder = comp.factorial_design is None
                 section.memory_tables.append(table)
     return section
@@ -298,12 +348,20 @@ def release_page(session: Session, ref: str, filters: Filters, settings: Setting
     workloads = [filters.workload] if filters.workload else None
     colors = charts.variant_colors(v.name for v in comp.variants)
     sections = [_section(comp, c, workloads, colors) for c in clusters]
+    sides = (
+        Sides(links.Scope(release=comp.baseline.ref), links.Scope(release=comp.release.ref))
+        if comp.baseline
+        else None
+    )
     shown, unchanged = split_deltas(
         delta_rows(
-            d
-            for d in comp.deltas
-            if (not filters.cluster or d.cluster == filters.cluster)
-            and (not filters.workload or d.workload == filters.workload)
+            (
+                d
+                for d in comp.deltas
+                if (not filters.cluster or d.cluster == filters.cluster)
+                and (not filters.workload or d.workload == filters.workload)
+            ),
+            sides,
         )
     )
     return ReleasePage(
