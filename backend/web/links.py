@@ -89,5 +89,11 @@ def history_url(release: str, cluster: str, workload: str, variant: str, metric:
     return f"{release_url(release)}?{query}#history"
 
 
+def history_api_url(image: str, cluster: str, workload: str, variant: str, metric: str) -> str:
+    """``GET /api/v1/history`` of the same cell and metric: the chart's numbers as JSON."""
+    query = {"image": image, "cluster": cluster, "workload": workload, "variant": variant, "metric": metric}
+    return f"/api/v1/history?{urlencode(query)}"
+
+
 def release_url(release: str) -> str:
     return f"/releases/{quote(release, safe=':/')}"

@@ -103,7 +103,7 @@ def releases_page(request: Request) -> Response:
 def release_page(request: Request, ref: str) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
-        page = release.release_page(session, ref, filters, request.app.state.settings)
+        page = release.release_page(session, ref, filters, request.app.state.settings, request.query_params)
     return render(request, "release.html", {"section": "releases", "page": page, "charts": page.chart_count})
 
 

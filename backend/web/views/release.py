@@ -8,6 +8,7 @@ module only selects and shapes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -21,7 +22,9 @@ from ablate.backend.charts.ablation import factorial_effects
 from ablate.backend.config import Settings
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
+from ablate.backend.services import history as history_service
 from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
+from ablate.backend.services.errors import ValidationProblem
 from ablate.backend.web import links
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.views.checkpointing import AdvisorView, advisor_view
@@ -132,6 +135,20 @@ class ClusterSection:
 
 
 @dataclass
+class HistoryView:
+    """The history chart of one cell and metric across the family (``?history_cluster=...``)."""
+
+    cluster: str
+    workload: str
+    variant: str
+    metric: str
+    chart: Chart
+    api_url: str
+    # (release, n, verdict, run list) per release: the chart's points as links to their runs.
+    points: list[tuple[str, int, str | None, str | None]]
+
+
+@dataclass
 class ReleasePage:
     comparison: ReleaseComparison
     filters: Filters
@@ -144,11 +161,12 @@ class ReleasePage:
     downloads: list[tuple[str, str, str]]  # (format, label, url)
     has_data: bool
     advisor: AdvisorView | None = None  # the checkpointing advisor's section
+    history: HistoryView | None = None
 
     @property
     def chart_count(self) -> int:
         n = sum(len(s.charts) + sum(1 for t in s.tables if t.waterfall_html) for s in self.sections)
-        return n + (self.advisor.chart_count if self.advisor else 0)
+        return n + (self.advisor.chart_count if self.advisor else 0) + (1 if self.history else 0)
 
 
 def options_from(settings: Settings) -> ComparisonOptions:
@@ -340,8 +358,65 @@ def _section(
     return section
 
 
-def release_page(session: Session, ref: str, filters: Filters, settings: Settings) -> ReleasePage:
-    comp = comparison_service.build_release_comparison(session, ref, options=options_from(settings))
+def history_key(params: Mapping[str, str]) -> history_service.CellKey | None:
+    """The cell and metric of ``?history_cluster=...&history_workload=...`` (all four, or none)."""
+    values = [(params.get(k) or "").strip() for k in links.HISTORY_KEYS]
+    if not any(values):
+        return None
+    missing = [k for k, v in zip(links.HISTORY_KEYS, values, strict=True) if not v]
+    if missing:
+        raise ValidationProblem.at(missing[0], "a history names a cluster, workload, variant and metric")
+    if any(len(v) > 265 for v in values):
+        raise ValidationProblem.at("history", "a name is at most 265 characters")
+    return history_service.CellKey(*values)
+
+
+def history_view(
+    session: Session, comp: ReleaseComparison, key: history_service.CellKey, opts: ComparisonOptions
+) -> HistoryView:
+    result = history_service.cell_history(
+        session, comp.release.image, key, opts, built={comp.release.ref: comp}
+    )
+    fig = charts.history_chart(
+        result.history,
+        variant=key.variant,
+        metric=key.metric,
+        unit=result.unit,
+        cluster=key.cluster,
+        workload=key.workload,
+    )
+    return HistoryView(
+        cluster=key.cluster,
+        workload=key.workload,
+        variant=key.variant,
+        metric=key.metric,
+        chart=chart_of(fig, "chart-history", "history"),
+        api_url=links.history_api_url(comp.release.image, key.cluster, key.workload, key.variant, key.metric),
+        points=[
+            (
+                e.release,
+                e.n,
+                e.verdict,
+                links.cell_runs_url([links.Scope(release=e.release)], key.cluster, key.workload, key.variant)
+                if e.n
+                else None,
+            )
+            for e in result.history.entries
+        ],
+    )
+
+
+def release_page(
+    session: Session,
+    ref: str,
+    filters: Filters,
+    settings: Settings,
+    params: Mapping[str, str] | None = None,
+) -> ReleasePage:
+    """The release page; ``params`` (the query) may name a cell whose history the page shows."""
+    key = history_key(params or {})
+    opts = options_from(settings)
+    comp = comparison_service.build_release_comparison(session, ref, options=opts)
     cluster_names = [c.name for c in comp.clusters]
     workload_names = [w.name for w in comp.workloads]
     clusters = [c for c in comp.clusters if not filters.cluster or c.name == filters.cluster]
@@ -376,4 +451,5 @@ def release_page(session: Session, ref: str, filters: Filters, settings: Setting
         downloads=[(fmt, label, report_url(comp.release.ref, fmt)) for fmt, label in REPORT_FORMATS],
         has_data=any(c.succeeded for c in comp.cells),
         advisor=advisor_view(session, comp.release.ref, filters),
+        history=history_view(session, comp, key, opts) if key else None,
     )
