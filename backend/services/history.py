@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ablate.backend.analysis.history import History, HistoryInput, release_history
@@ -141,3 +141,47 @@ def family_histories(
         unit = units.get(key.metric) or describe_metric(key.metric).unit
         out.append(CellHistory(image, key, unit, history))
     return out
+
+
+# The report's history section: at most this many cells, so a release of hundreds of cells keeps a
+# report of a few megabytes (each chart is a few kB of JSON, and each release costs one build).
+MAX_REPORT_HISTORIES = 12
+# Which cells come first: those a reader must look at, then the rest in the release's order.
+_ATTENTION = {"regressed": 0, "suspect": 1, "improved": 2, "not testable": 3, "unchanged": 4}
+
+
+@dataclass(frozen=True)
+class ReleaseHistories:
+    """The histories of a release's cells that its report shows, and how many it leaves out."""
+
+    items: tuple[CellHistory, ...]
+    total: int  # cells of the release with values of the metric
+    limit: int
+
+    @property
+    def omitted(self) -> int:
+        return self.total - len(self.items)
+
+
+def release_histories(
+    session: Session,
+    comp: ReleaseComparison,
+    options: ComparisonOptions | None = None,
+    *,
+    limit: int = MAX_REPORT_HISTORIES,
+) -> ReleaseHistories | None:
+    """The primary metric's history for at most ``limit`` cells of the release: regressions first,
+    then suspects, improvements, untestable and unchanged cells. None when the release has no
+    primary metric or is the only release of its image (a history of one point says nothing)."""
+    metric = comp.primary_metric
+    image = comp.release.image
+    family_size = session.scalar(select(func.count()).select_from(Release).where(Release.image == image))
+    if metric is None or (family_size or 0) < 2:
+        return None
+    deltas = [d for d in comp.deltas if d.metric == metric and d.status != "no data in this release"]
+    ranked = sorted(enumerate(deltas), key=lambda p: (_ATTENTION.get(p[1].summary_verdict, 5), p[0]))
+    keys = [CellKey(d.cluster, d.workload, d.variant, metric) for _, d in ranked[:limit]]
+    # A comparison against an explicitly chosen baseline is not the release's verdict on its own page.
+    built = {comp.release.ref: comp} if comp.baseline_source != "explicit" else {}
+    items = family_histories(session, image, keys, options, built=built)
+    return ReleaseHistories(tuple(items), len(deltas), limit)
