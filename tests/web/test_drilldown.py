@@ -20,6 +20,13 @@ VARIANTS = [name for name, *_ in seed.LADDER]
 WORKLOADS = [w["name"] for w in seed.WORKLOADS]
 
 
+@pytest.fixture(autouse=True)
+def patient(page: Any) -> None:
+    """Release pages build a whole comparison (and a history one per release): on a loaded
+    machine that can outlast the default 15 s, which is about speed, not about drill-down."""
+    page.set_default_timeout(90_000)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def any_site(request: pytest.FixtureRequest) -> Site:
     site: Site = request.getfixturevalue("site" if request.param == "sqlite" else "pg_site")
