@@ -5,7 +5,6 @@ the history links to; and the report's history section."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,23 +12,13 @@ import pytest
 
 from ablate.backend.analysis.stats import summarize
 from tests.reports import seed
-from tests.support.live_server import LiveServer, start_live_server
+from tests.support.live_server import LiveServer
 
 LLAMA = "deepspeed/llama3-8b"
 QWEN = "megatron/qwen2-7b"
 LAST = seed.VARIANTS[-1]
 METRIC = "throughput_tokens_per_s"
 SPECS = (seed.REL_2510, seed.REL_2511, seed.REL_2512)
-
-
-@pytest.fixture
-def server(db_url: str) -> Iterator[LiveServer]:
-    live = start_live_server(db_url)
-    try:
-        seed.seed_standard(live.database)
-        yield live
-    finally:
-        live.stop()
 
 
 def _params(**over: str) -> dict[str, str]:
