@@ -6,7 +6,7 @@ from ablate.backend.charts.html import figure_to_div, plotly_js_source
 from ablate.backend.charts.layout import empty_figure
 from ablate.backend.charts.memory import memory_bars, throughput_vs_memory
 from ablate.backend.charts.series import run_series
-from ablate.backend.charts.trend import release_trend
+from ablate.backend.charts.trend import history_chart, release_trend
 
 __all__ = [
     "DEFAULT_LADDER_COLORS",
@@ -14,6 +14,7 @@ __all__ = [
     "contribution_waterfall",
     "empty_figure",
     "figure_to_div",
+    "history_chart",
     "memory_bars",
     "plotly_js_source",
     "release_trend",

@@ -1,20 +1,45 @@
-"""Release trend: median of a metric per release, one line per variant."""
+"""Release trend: median of a metric per release, one line per variant, with each release's verdict
+against the one before it marked (the history chart of the dashboard and the report)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import plotly.graph_objects as go
 
-from ablate.backend.analysis.stats import Summary
+from ablate.backend.analysis.history import History
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 from ablate.backend.domain.formatting import num_ci
 from ablate.backend.domain.metrics import describe_metric
 
 
+class Point(Protocol):
+    """What a point of the trend reads: a :class:`~ablate.backend.analysis.stats.Summary` or a
+    :class:`~ablate.backend.analysis.history.HistoryEntry`."""
+
+    @property
+    def n(self) -> int: ...
+    @property
+    def median(self) -> float | None: ...
+    @property
+    def ci_low(self) -> float | None: ...
+    @property
+    def ci_high(self) -> float | None: ...
+
+
+# Verdict -> (legend label, marker symbol, color): told apart by shape as well as color.
+VERDICT_MARKERS: dict[str, tuple[str, str, str]] = {
+    "regressed": ("regression", "triangle-down", "#d62728"),
+    "improved": ("improvement", "triangle-up", "#2ca02c"),
+    "suspect": ("suspect (past the threshold, not confirmed)", "diamond-open", "#ff7f0e"),
+    "not testable": ("not testable (< 2 repeats a side)", "x-thin-open", "#7f7f7f"),
+}
+
+
 def release_trend(
-    points: Mapping[str, Mapping[str, Summary | None]],
+    points: Mapping[str, Mapping[str, Point | None]],
     *,
     releases: Sequence[str],
     metric: str,
@@ -22,10 +47,14 @@ def release_trend(
     cluster: str | None = None,
     workload: str | None = None,
     colors: Mapping[str, str] | None = None,
+    verdicts: Mapping[str, Mapping[str, str | None]] | None = None,
 ) -> go.Figure:
     """``points`` maps variant -> release tag -> Summary; x follows ``releases`` order exactly.
 
-    Releases missing for a variant leave a gap; tags not in ``releases`` are ignored.
+    Releases missing for a variant leave a gap; tags not in ``releases`` are ignored. ``verdicts``
+    maps variant -> release -> its verdict against the previous release: regressions,
+    improvements, suspects and untestable releases get a marker (one legend entry each); unchanged
+    and uncompared releases none.
     """
     mdef = describe_metric(metric, unit)
     span = f"{releases[0]} → {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else None)
@@ -70,6 +99,7 @@ def release_trend(
                 "hoverinfo": "text",
             }
         )
+    traces += _verdict_traces(points, releases, verdicts or {}, mdef.unit)
     layout = {
         "xaxis": {
             "title": {"text": "Release"},
@@ -80,3 +110,68 @@ def release_trend(
         "yaxis": {"title": {"text": mdef.axis_title()}},
     }
     return build_figure(traces, title, layout=layout)
+
+
+def _verdict_traces(
+    points: Mapping[str, Mapping[str, Point | None]],
+    releases: Sequence[str],
+    verdicts: Mapping[str, Mapping[str, str | None]],
+    unit: str,
+) -> list[dict]:
+    """One marker trace per verdict kind that occurs, drawn over the medians."""
+    traces = []
+    for verdict, (label, symbol, color) in VERDICT_MARKERS.items():
+        xs: list[str] = []
+        ys: list[float] = []
+        hover: list[str] = []
+        for name, per in verdicts.items():
+            for rel in releases:
+                s = points.get(name, {}).get(rel)
+                if per.get(rel) != verdict or s is None or s.median is None:
+                    continue
+                xs.append(rel)
+                ys.append(s.median)
+                hover.append(f"{name}<br>{rel}: {label}<br>median {num_ci(s.median, None, None, unit=unit)}")
+        if xs:
+            traces.append(
+                {
+                    "type": "scatter",
+                    "name": label,
+                    "x": xs,
+                    "y": ys,
+                    "mode": "markers",
+                    "marker": {
+                        "symbol": symbol,
+                        "size": 16,
+                        "color": color,
+                        "line": {"width": 2, "color": color},
+                    },
+                    "hovertext": hover,
+                    "hoverinfo": "text",
+                    "meta": {"verdict": verdict},
+                }
+            )
+    return traces
+
+
+def history_chart(
+    history: History,
+    *,
+    variant: str,
+    metric: str,
+    unit: str | None = None,
+    cluster: str | None = None,
+    workload: str | None = None,
+) -> go.Figure:
+    """One cell and metric across the family's releases: median with its interval per release,
+    each release's verdict against the previous one marked."""
+    releases = [e.release for e in history.entries]
+    return release_trend(
+        {variant: {e.release: e for e in history.entries}},
+        releases=releases,
+        metric=metric,
+        unit=unit,
+        cluster=cluster,
+        workload=f"{workload} · {variant}" if workload else variant,
+        verdicts={variant: {e.release: e.verdict for e in history.entries}},
+    )

@@ -14,6 +14,7 @@ from ablate.backend.errors import AblateError
 from ablate.backend.reports import FORMATS, render
 from ablate.backend.services.advice import release_advice
 from ablate.backend.services.comparison import ComparisonOptions, build_release_comparison
+from ablate.backend.services.history import release_histories
 from ablate.backend.services.runs import check_metric_names
 
 
@@ -46,9 +47,11 @@ def report(
             check_metric_names(session, options.metrics or (), "--metric")
             comparison = build_release_comparison(session, ref, baseline_ref=baseline, options=options)
             advice = release_advice(session, ref)
+            history = release_histories(session, comparison, options) if fmt == "html" else None
     finally:
         database.dispose()
-    body = render(comparison, fmt, generated_at=datetime.now(UTC) if timestamp else None, advice=advice)
+    stamp = datetime.now(UTC) if timestamp else None
+    body = render(comparison, fmt, generated_at=stamp, advice=advice, history=history)
     if output is None:
         sys.stdout.write(body)
         return

@@ -22,15 +22,21 @@ EXTENSIONS: dict[str, str] = {"html": "html", "md": "md", "csv": "csv", "json": 
 
 
 def render(
-    comparison: ReleaseComparison, fmt: str, *, generated_at: datetime | None = None, advice: Any = None
+    comparison: ReleaseComparison,
+    fmt: str,
+    *,
+    generated_at: datetime | None = None,
+    advice: Any = None,
+    history: Any = None,
 ) -> str:
     """The report in ``fmt`` (one of :data:`FORMATS`) as text. ``advice`` (a
     :class:`~ablate.backend.services.advice.ReleaseAdvice`) adds the checkpointing section to HTML
-    and Markdown."""
+    and Markdown; ``history`` (a :class:`~ablate.backend.services.history.ReleaseHistories`) the
+    history section to HTML."""
     if fmt == "html":
         from ablate.backend.reports.html import render_html
 
-        return render_html(comparison, generated_at=generated_at, advice=advice)
+        return render_html(comparison, generated_at=generated_at, advice=advice, history=history)
     if fmt == "md":
         from ablate.backend.reports.markdown import render_markdown
 

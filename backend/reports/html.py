@@ -24,6 +24,7 @@ from ablate.backend.reports import tables as t
 from ablate.backend.reports.checkpointing import advisor_section
 from ablate.backend.services.advice import ReleaseAdvice
 from ablate.backend.services.comparison import ReleaseComparison
+from ablate.backend.services.history import ReleaseHistories
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -140,8 +141,32 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
     return out
 
 
+def history_charts(h: ReleaseHistories | None) -> list[Chart]:
+    """One history chart per cell the report shows (see :func:`release_histories` for the bound)."""
+    if h is None:
+        return []
+    return [
+        _chart(
+            f"h{i}-history",
+            charts.history_chart(
+                item.history,
+                variant=item.key.variant,
+                metric=item.key.metric,
+                unit=item.unit,
+                cluster=item.key.cluster,
+                workload=item.key.workload,
+            ),
+        )
+        for i, item in enumerate(h.items)
+    ]
+
+
 def render_html(
-    c: ReleaseComparison, *, generated_at: datetime | None = None, advice: ReleaseAdvice | None = None
+    c: ReleaseComparison,
+    *,
+    generated_at: datetime | None = None,
+    advice: ReleaseAdvice | None = None,
+    history: ReleaseHistories | None = None,
 ) -> str:
     template = _environment().get_template("report.html.j2")
     return template.render(
@@ -157,6 +182,8 @@ def render_html(
         environment=t.environment_table(c),
         method=t.method_table(c),
         cluster_charts=cluster_charts(c),
+        history=history,
+        history_charts=history_charts(history),
         plotly_js=Markup(charts.plotly_js_source()),  # the installed plotly bundle, trusted
         generated_at=generated_at.isoformat() if generated_at else None,
     )

@@ -40,15 +40,27 @@ from ablate.backend.services.studies import progress
 MAX_PAGE = 500
 
 
+Names = str | Sequence[str] | None
+
+
 @dataclass
 class RunFilters:
-    release: str | None = None
-    variant: str | None = None
-    workload: str | None = None
-    cluster: str | None = None
+    """Filters that combine with AND; a filter by name may list several names (any of them)."""
+
+    release: Names = None
+    variant: Names = None
+    workload: Names = None
+    cluster: Names = None
     status: str | None = None
     source: str | None = None
     study_id: int | None = None
+    run_ids: Sequence[int] = ()
+
+    def names(self, kind: str) -> tuple[str, ...]:
+        value = getattr(self, kind)
+        if not value:
+            return ()
+        return (value,) if isinstance(value, str) else tuple(dict.fromkeys(v for v in value if v))
 
 
 def encode_cursor(last_id: int) -> str:
@@ -141,23 +153,36 @@ def _id_for(session: Session, kind: str, name: str) -> int | None:
     return entry_id
 
 
+def unknown_names(session: Session, filters: RunFilters) -> list[tuple[str, str]]:
+    """(kind, name) of every filter name that names nothing, e.g. ``("cluster", "gpu-typo")``."""
+    return [
+        (kind, name)
+        for kind in _KINDS
+        for name in filters.names(kind)
+        if _id_for(session, kind, name) is None
+    ]
+
+
 def list_runs(
     session: Session, filters: RunFilters, *, cursor: str | None = None, limit: int = 50
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of runs, newest first, and the cursor of the next page (None at the end)."""
     limit = max(1, min(limit, MAX_PAGE))
     query = select(*_COLUMNS)
-    for kind, name, column in (
-        ("release", filters.release, Run.release_id),
-        ("variant", filters.variant, Run.variant_id),
-        ("workload", filters.workload, Run.workload_id),
-        ("cluster", filters.cluster, Run.cluster_id),
+    for kind, column in (
+        ("release", Run.release_id),
+        ("variant", Run.variant_id),
+        ("workload", Run.workload_id),
+        ("cluster", Run.cluster_id),
     ):
-        if name:
-            entry_id = _id_for(session, kind, name)
-            if entry_id is None:
+        names = filters.names(kind)
+        if names:
+            ids = [i for name in names if (i := _id_for(session, kind, name)) is not None]
+            if not ids:
                 return [], None
-            query = query.where(column == entry_id)
+            query = query.where(column.in_(ids))
+    if filters.run_ids:
+        query = query.where(Run.id.in_(list(filters.run_ids)))
     if filters.status:
         query = query.where(Run.status == filters.status)
     if filters.source:

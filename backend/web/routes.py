@@ -23,7 +23,7 @@ from ablate.backend.web.errors import PageRoute
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.paths import PLOTLY_URL
 from ablate.backend.web.templating import render
-from ablate.backend.web.views import clusters, compare, home, release, run, studies
+from ablate.backend.web.views import clusters, compare, home, release, run, runlist, studies
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 # What must stay reachable without a token: the login form and the (public) plotly library.
@@ -69,6 +69,14 @@ def study_page(request: Request, study_id: DbId) -> Response:
     return render(request, "study.html", {"section": "studies", "page": page})
 
 
+@pages.get("/runs", response_class=HTMLResponse)
+def runs_page(request: Request) -> Response:
+    """The runs behind a number: the filters of ``GET /api/v1/runs``, plus ``ids`` and ``study``."""
+    with _db(request).read() as session:
+        page = runlist.run_list_page(session, request.query_params)
+    return render(request, "runs.html", {"section": "releases", "page": page})
+
+
 @pages.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run_id: DbId) -> Response:
     with _db(request).read() as session:
@@ -104,7 +112,7 @@ def releases_page(request: Request) -> Response:
 def release_page(request: Request, ref: str) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
-        page = release.release_page(session, ref, filters, request.app.state.settings)
+        page = release.release_page(session, ref, filters, request.app.state.settings, request.query_params)
     return render(request, "release.html", {"section": "releases", "page": page, "charts": page.chart_count})
 
 

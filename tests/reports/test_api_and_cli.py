@@ -7,31 +7,19 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 from typer.testing import CliRunner
 
 from ablate.backend.cli.main import app as cli
 from ablate.backend.reports.json import render_json
 from ablate.backend.services import comparison as svc
 from tests.reports import seed
-from tests.support.live_server import LiveServer, start_live_server
+from tests.support.live_server import LiveServer
 
 REF = f"{seed.IMAGE}:25.12"
 FAST = {"n_resamples": 499}
-
-
-@pytest.fixture
-def server(db_url: str) -> Iterator[LiveServer]:
-    live = start_live_server(db_url)
-    try:
-        seed.seed_standard(live.database)
-        yield live
-    finally:
-        live.stop()
 
 
 def test_comparison_endpoint_matches_the_service(server: LiveServer) -> None:

@@ -17,6 +17,7 @@ from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText, Line
 from ablate.backend.services import comparison as svc
 from ablate.backend.services.advice import release_advice
 from ablate.backend.services.compare_sides import API_FIELDS, compare_sides, parse_side
+from ablate.backend.services.history import release_histories
 
 router = APIRouter(tags=["comparison"], dependencies=[Depends(auth.read)])
 
@@ -146,7 +147,9 @@ def release_report(
     with database(request).read() as session:
         result = svc.build_release_comparison(session, ref, baseline_ref=baseline, options=options)
         advice = release_advice(session, ref)
-    body = render(result, format, generated_at=datetime.now(UTC) if timestamp else None, advice=advice)
+        history = release_histories(session, result, options) if format == "html" else None
+    stamp = datetime.now(UTC) if timestamp else None
+    body = render(result, format, generated_at=stamp, advice=advice, history=history)
     disposition = "attachment" if download else "inline"
     return Response(
         content=body,

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import FileResponse
+from pydantic import StringConstraints
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
@@ -23,14 +24,20 @@ def _name(what: str) -> Any:
     return Query(None, max_length=265, description=f"Only runs of this {what}.")
 
 
+def _names(what: str) -> Any:
+    return Query(None, max_length=20, description=f"Only runs of this {what}; repeat it for any of several.")
+
+
 Filter = Line | None
+# Each name as long as a release ref may be (image:tag).
+Filters = list[Annotated[Line, StringConstraints(max_length=265)]] | None
 
 
 @router.get("/runs", response_model=RunPage)
 def list_runs(
     request: Request,
-    release: Filter = _name("release (image:tag)"),
-    variant: Filter = _name("variant"),
+    release: Filters = _names("release (image:tag)"),
+    variant: Filters = _names("variant"),
     workload: Filter = _name("workload"),
     cluster: Filter = _name("cluster"),
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,

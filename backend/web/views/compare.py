@@ -21,13 +21,15 @@ from ablate.backend.services.compare_sides import (
     PAGE_FIELDS,
     CompareSide,
     ReleaseSide,
+    StudySide,
     any_given,
     compare_sides,
     parse_side,
 )
 from ablate.backend.services.comparison import ReleaseComparison, RunSetComparison
+from ablate.backend.web import links
 from ablate.backend.web.filters import Filters
-from ablate.backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
+from ablate.backend.web.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
 from ablate.backend.web.views.home import families, filter_options
 from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
 from ablate.backend.web.views.release import Chart, chart_of, options_from, slug
@@ -129,7 +131,8 @@ def _releases(
     page.a, page.b = sides[0].ref, sides[1].ref
     page.baseline_label, page.contender_label = sides[0].label, sides[1].label
     page.column_labels = short_labels(page.a, page.b)
-    page.deltas, page.unchanged = split_deltas(_filtered(delta_rows(contender.deltas), page.filters))
+    rows = delta_rows(contender.deltas, Sides(_scope(sides[0]), _scope(sides[1])))
+    page.deltas, page.unchanged = split_deltas(_filtered(rows, page.filters))
     page.manifest = manifest_rows(contender.manifest_diff)
     page.missing = contender.missing
     page.threshold_pct, page.alpha = contender.method.threshold_pct, contender.method.alpha
@@ -140,6 +143,15 @@ def _releases(
         if page.filters.cluster and cluster != page.filters.cluster:
             continue
         page.charts.append(_side_by_side(baseline, contender, cluster, page.filters))
+
+
+def _scope(side: CompareSide) -> links.Scope:
+    """The runs a side stands for, as the run list filters them."""
+    if isinstance(side, ReleaseSide):
+        return links.Scope(release=side.ref)
+    if isinstance(side, StudySide):
+        return links.Scope(study=side.study_id)
+    return links.Scope(run_ids=tuple(side.run_ids))
 
 
 def _side_title(side: CompareSide, releases: tuple[str, ...]) -> str:
@@ -161,7 +173,8 @@ def _runs(
     single = len(base_refs) == 1 and len(cont_refs) == 1 and base_refs != cont_refs
     page.column_labels = short_labels(base_refs[0], cont_refs[0]) if single else ("baseline", "contender")
     # Hand-picked run sets are small: every row stays visible, nothing is folded.
-    page.deltas = _filtered(delta_rows(result.deltas), page.filters)
+    rows = delta_rows(result.deltas, Sides(_scope(sides[0]), _scope(sides[1])))
+    page.deltas = _filtered(rows, page.filters)
     page.manifest = manifest_rows(result.manifest_diff) if result.manifest_diff else []
     page.missing = result.missing
     page.threshold_pct, page.alpha = result.method.threshold_pct, result.method.alpha

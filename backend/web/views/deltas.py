@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison import ReleaseDelta
+from ablate.backend.web import links
 
 
 @dataclass
@@ -35,9 +36,37 @@ class DeltaRow:
     indicated: str | None  # the direction the medians point to, confirmed or not
     reasons: str
     lookback: str | None
+    # The succeeded runs behind each number (ablate.backend.web.links); None where no run list says it.
+    baseline_runs_url: str | None = None
+    contender_runs_url: str | None = None
+    change_runs_url: str | None = None  # both sides: what the change and its test read
+    history_url: str | None = None  # this cell across the family's releases (release sides only)
 
 
-def delta_row(d: ReleaseDelta) -> DeltaRow:
+@dataclass(frozen=True)
+class Sides:
+    """What the two columns of a delta table stand for, so each number links to its runs."""
+
+    baseline: links.Scope
+    contender: links.Scope
+
+    def urls(self, d: ReleaseDelta) -> dict[str, str | None]:
+        r = d.result
+        cell = (d.cluster, d.workload, d.variant)
+        old = links.cell_runs_url([self.baseline], *cell) if r and r.n_baseline else None
+        new = links.cell_runs_url([self.contender], *cell) if r and r.n_contender else None
+        both = links.cell_runs_url([self.baseline, self.contender], *cell) if old and new else None
+        release = self.contender.release
+        history = links.history_url(release, *cell, d.metric) if release and self.baseline.release else None
+        return {
+            "baseline_runs_url": old,
+            "contender_runs_url": new,
+            "change_runs_url": both,
+            "history_url": history,
+        }
+
+
+def delta_row(d: ReleaseDelta, sides: Sides | None = None) -> DeltaRow:
     r = d.result
     mdef = describe_metric(d.metric, d.unit)
     look = None
@@ -70,12 +99,13 @@ def delta_row(d: ReleaseDelta) -> DeltaRow:
         indicated=r.indicated if r else None,
         reasons="; ".join(reasons),
         lookback=look,
+        **(sides.urls(d) if sides else {}),
     )
 
 
-def delta_rows(deltas: Iterable[ReleaseDelta]) -> list[DeltaRow]:
+def delta_rows(deltas: Iterable[ReleaseDelta], sides: Sides | None = None) -> list[DeltaRow]:
     # Regressions first, then suspects, so the rows that need attention are at the top.
-    rows = [delta_row(d) for d in deltas]
+    rows = [delta_row(d, sides) for d in deltas]
     rank = {"regressed": 0, "not testable": 2, "improved": 3, "unchanged": 4}
     return sorted(
         rows,

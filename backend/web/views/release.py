@@ -8,6 +8,7 @@ module only selects and shapes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -21,10 +22,13 @@ from ablate.backend.charts.ablation import factorial_effects
 from ablate.backend.config import Settings
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
+from ablate.backend.services import history as history_service
 from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
+from ablate.backend.services.errors import ValidationProblem
+from ablate.backend.web import links
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.views.checkpointing import AdvisorView, advisor_view
-from ablate.backend.web.views.deltas import DeltaRow, delta_rows, short_labels, split_deltas
+from ablate.backend.web.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
 from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
 
 REPORT_FORMATS = (("html", "HTML report"), ("md", "Markdown"), ("csv", "CSV"), ("json", "JSON"))
@@ -55,6 +59,12 @@ class LadderRow:
     share_low: float | None
     share_high: float | None
     reasons: str
+    # The succeeded runs behind each number (ablate.backend.web.links); None where nothing backs it.
+    runs_url: str | None = None  # n and the median
+    speedup_runs_url: str | None = None  # this variant and the baseline
+    step_runs_url: str | None = None  # this variant and its reference rung
+    share_runs_url: str | None = None  # every rung of the chain the shares split
+    history_url: str | None = None  # this cell across the family's releases
 
 
 @dataclass
@@ -73,6 +83,7 @@ class LadderTable:
     waterfall_html: str | None = None
     # False for a factorial release: steps and shares are not shown (see FactorialTable).
     ladder: bool = True
+    total_runs_url: str | None = None  # the baseline and the last rung with values
 
 
 @dataclass
@@ -99,6 +110,8 @@ class FactorialTable:
     n_values: int
     rows: list[FactorialRow]
     reasons: str
+    # Every effect is a contrast over all cells of the design: one run list backs them all.
+    runs_url: str | None = None
 
 
 @dataclass
@@ -122,6 +135,20 @@ class ClusterSection:
 
 
 @dataclass
+class HistoryView:
+    """The history chart of one cell and metric across the family (``?history_cluster=...``)."""
+
+    cluster: str
+    workload: str
+    variant: str
+    metric: str
+    chart: Chart
+    api_url: str
+    # (release, n, verdict, run list) per release: the chart's points as links to their runs.
+    points: list[tuple[str, int, str | None, str | None]]
+
+
+@dataclass
 class ReleasePage:
     comparison: ReleaseComparison
     filters: Filters
@@ -134,11 +161,12 @@ class ReleasePage:
     downloads: list[tuple[str, str, str]]  # (format, label, url)
     has_data: bool
     advisor: AdvisorView | None = None  # the checkpointing advisor's section
+    history: HistoryView | None = None
 
     @property
     def chart_count(self) -> int:
         n = sum(len(s.charts) + sum(1 for t in s.tables if t.waterfall_html) for s in self.sections)
-        return n + (self.advisor.chart_count if self.advisor else 0)
+        return n + (self.advisor.chart_count if self.advisor else 0) + (1 if self.history else 0)
 
 
 def options_from(settings: Settings) -> ComparisonOptions:
@@ -149,7 +177,7 @@ def report_url(ref: str, fmt: str) -> str:
     return f"/api/v1/releases/{quote(ref, safe=':/')}/report?format={fmt}"
 
 
-def _row(ladder: LadderAnalysis, v: VariantResult) -> LadderRow:
+def _row(ladder: LadderAnalysis, v: VariantResult, where: _Where | None) -> LadderRow:
     s = v.summary
     vs = v.vs_baseline
     step = v.step
@@ -178,7 +206,36 @@ def _row(ladder: LadderAnalysis, v: VariantResult) -> LadderRow:
         share_low=v.share_ci_low,
         share_high=v.share_ci_high,
         reasons="; ".join([*v.reasons, *(vs.reasons if vs else ())]),
+        **(_row_links(ladder, v, where) if where else {}),
     )
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The release and cell a ladder table belongs to: what its links filter on."""
+
+    release: str
+    cluster: str
+    workload: str
+
+    def runs(self, variants: str | list[str]) -> str | None:
+        return links.cell_runs_url([links.Scope(release=self.release)], self.cluster, self.workload, variants)
+
+
+def _row_links(ladder: LadderAnalysis, v: VariantResult, where: _Where) -> dict[str, str | None]:
+    with_values = [x.variant for x in ladder.variants if x.summary.n]
+    base = ladder.baseline
+    return {
+        "runs_url": where.runs(v.variant) if v.summary.n else None,
+        "speedup_runs_url": where.runs([base, v.variant]) if base and v.vs_baseline else None,
+        "step_runs_url": where.runs([v.previous_variant, v.variant])
+        if v.step and v.previous_variant
+        else None,
+        "share_runs_url": where.runs(with_values) if v.share is not None else None,
+        "history_url": links.history_url(
+            where.release, where.cluster, where.workload, v.variant, ladder.metric
+        ),
+    }
 
 
 def factorial_table(
@@ -210,12 +267,20 @@ def factorial_table(
         n_values=fa.n_values,
         rows=rows,
         reasons="; ".join(fa.reasons),
+        runs_url=_Where(comp.release.ref, cluster, workload).runs([v for v, _ in design.cells])
+        if design and fa.n_values
+        else None,
     )
 
 
-def ladder_table(cluster: str, workload: str, ladder: LadderAnalysis) -> LadderTable:
+def ladder_table(
+    cluster: str, workload: str, ladder: LadderAnalysis, release: str | None = None
+) -> LadderTable:
+    """The table of one ladder; with ``release``, every number links to the runs behind it."""
     mdef = describe_metric(ladder.metric, ladder.unit)
     total = ladder.total
+    where = _Where(release, cluster, workload) if release else None
+    last = next((v.variant for v in reversed(ladder.variants) if v.summary.n), None)
     return LadderTable(
         cluster=cluster,
         workload=workload,
@@ -226,8 +291,11 @@ def ladder_table(cluster: str, workload: str, ladder: LadderAnalysis) -> LadderT
         total=total.ratio if total else None,
         total_low=total.ci_low if total else None,
         total_high=total.ci_high if total else None,
-        rows=[_row(ladder, v) for v in ladder.variants],
+        rows=[_row(ladder, v, where) for v in ladder.variants],
         reasons="; ".join(ladder.reasons),
+        total_runs_url=where.runs([ladder.baseline, last])
+        if where and total and ladder.baseline and last
+        else None,
     )
 
 
@@ -260,7 +328,7 @@ def _section(
             )
             section.charts.append(chart_of(fig, slug("ablation", cluster.name), "ablation"))
         for workload, ladder in primary.items():
-            table = ladder_table(cluster.name, workload, ladder)
+            table = ladder_table(cluster.name, workload, ladder, ref)
             if comp.factorial_design is not None:
                 table.ladder = False  # the factorial section below says what each factor is worth
             else:
@@ -290,26 +358,91 @@ def _section(
             )
             section.charts.append(chart_of(fig, slug("memory", cluster.name), "memory"))
             for workload, ladder in memory.items():
-                table = ladder_table(cluster.name, workload, ladder)
+                table = ladder_table(cluster.name, workload, ladder, ref)
                 table.ladder = comp.factorial_design is None
                 section.memory_tables.append(table)
     return section
 
 
-def release_page(session: Session, ref: str, filters: Filters, settings: Settings) -> ReleasePage:
-    comp = comparison_service.build_release_comparison(session, ref, options=options_from(settings))
+def history_key(params: Mapping[str, str]) -> history_service.CellKey | None:
+    """The cell and metric of ``?history_cluster=...&history_workload=...`` (all four, or none)."""
+    values = [(params.get(k) or "").strip() for k in links.HISTORY_KEYS]
+    if not any(values):
+        return None
+    missing = [k for k, v in zip(links.HISTORY_KEYS, values, strict=True) if not v]
+    if missing:
+        raise ValidationProblem.at(missing[0], "a history names a cluster, workload, variant and metric")
+    if any(len(v) > 265 for v in values):
+        raise ValidationProblem.at("history", "a name is at most 265 characters")
+    return history_service.CellKey(*values)
+
+
+def history_view(
+    session: Session, comp: ReleaseComparison, key: history_service.CellKey, opts: ComparisonOptions
+) -> HistoryView:
+    result = history_service.cell_history(
+        session, comp.release.image, key, opts, built={comp.release.ref: comp}
+    )
+    fig = charts.history_chart(
+        result.history,
+        variant=key.variant,
+        metric=key.metric,
+        unit=result.unit,
+        cluster=key.cluster,
+        workload=key.workload,
+    )
+    return HistoryView(
+        cluster=key.cluster,
+        workload=key.workload,
+        variant=key.variant,
+        metric=key.metric,
+        chart=chart_of(fig, "chart-history", "history"),
+        api_url=links.history_api_url(comp.release.image, key.cluster, key.workload, key.variant, key.metric),
+        points=[
+            (
+                e.release,
+                e.n,
+                e.verdict,
+                links.cell_runs_url([links.Scope(release=e.release)], key.cluster, key.workload, key.variant)
+                if e.n
+                else None,
+            )
+            for e in result.history.entries
+        ],
+    )
+
+
+def release_page(
+    session: Session,
+    ref: str,
+    filters: Filters,
+    settings: Settings,
+    params: Mapping[str, str] | None = None,
+) -> ReleasePage:
+    """The release page; ``params`` (the query) may name a cell whose history the page shows."""
+    key = history_key(params or {})
+    opts = options_from(settings)
+    comp = comparison_service.build_release_comparison(session, ref, options=opts)
     cluster_names = [c.name for c in comp.clusters]
     workload_names = [w.name for w in comp.workloads]
     clusters = [c for c in comp.clusters if not filters.cluster or c.name == filters.cluster]
     workloads = [filters.workload] if filters.workload else None
     colors = charts.variant_colors(v.name for v in comp.variants)
     sections = [_section(comp, c, workloads, colors) for c in clusters]
+    sides = (
+        Sides(links.Scope(release=comp.baseline.ref), links.Scope(release=comp.release.ref))
+        if comp.baseline
+        else None
+    )
     shown, unchanged = split_deltas(
         delta_rows(
-            d
-            for d in comp.deltas
-            if (not filters.cluster or d.cluster == filters.cluster)
-            and (not filters.workload or d.workload == filters.workload)
+            (
+                d
+                for d in comp.deltas
+                if (not filters.cluster or d.cluster == filters.cluster)
+                and (not filters.workload or d.workload == filters.workload)
+            ),
+            sides,
         )
     )
     return ReleasePage(
@@ -324,4 +457,5 @@ def release_page(session: Session, ref: str, filters: Filters, settings: Setting
         downloads=[(fmt, label, report_url(comp.release.ref, fmt)) for fmt, label in REPORT_FORMATS],
         has_data=any(c.succeeded for c in comp.cells),
         advisor=advisor_view(session, comp.release.ref, filters),
+        history=history_view(session, comp, key, opts) if key else None,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from ablate.backend.db.models import StudyStatus
 from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.services import studies as study_service
+from ablate.backend.web.links import runs_url
 
 STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")
 
@@ -18,6 +19,7 @@ STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")
 class MatrixRow:
     variant: str
     cells: list[dict[str, Any] | None]  # one per repeat; None where the plan has no such run
+    runs_url: str = ""  # this variant's runs on this workload, in the run list
 
 
 @dataclass
@@ -36,6 +38,8 @@ class StudyPage:
     total: int
     done: int
     terminal: bool
+    runs_url: str = ""  # every run of the study
+    status_urls: dict[str, tuple[int, str]] = field(default_factory=dict)  # status -> (count, run list)
 
     @property
     def progress(self) -> float:
@@ -49,7 +53,7 @@ def shown_status(stored: str, counts: dict[str, int]) -> str:
     return stored
 
 
-def _blocks(matrix: dict[str, Any]) -> tuple[list[int], list[MatrixBlock]]:
+def _blocks(matrix: dict[str, Any], study_id: int) -> tuple[list[int], list[MatrixBlock]]:
     runs = matrix["runs"]
     repeats = sorted({r["repeat"] for r in runs}) or list(range(matrix["repeats"]))
     by_cell = {(r["workload"], r["variant"], r["repeat"]): r for r in runs}
@@ -58,7 +62,14 @@ def _blocks(matrix: dict[str, Any]) -> tuple[list[int], list[MatrixBlock]]:
     blocks = [
         MatrixBlock(
             workload=w,
-            rows=[MatrixRow(variant=v, cells=[by_cell.get((w, v, k)) for k in repeats]) for v in variants],
+            rows=[
+                MatrixRow(
+                    variant=v,
+                    cells=[by_cell.get((w, v, k)) for k in repeats],
+                    runs_url=runs_url(study=study_id, workload=w, variant=v),
+                )
+                for v in variants
+            ],
         )
         for w in workloads
     ]
@@ -68,7 +79,7 @@ def _blocks(matrix: dict[str, Any]) -> tuple[list[int], list[MatrixBlock]]:
 def study_page(session: Session, study_id: int) -> StudyPage:
     study = study_service.get_study(session, study_id)
     matrix = study_service.study_matrix(session, study)
-    repeats, blocks = _blocks(matrix)
+    repeats, blocks = _blocks(matrix, study_id)
     counts = matrix["counts"]
     total = sum(counts.values())
     done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
@@ -84,6 +95,10 @@ def study_page(session: Session, study_id: int) -> StudyPage:
         total=total,
         done=done,
         terminal=matrix["status"] in TERMINAL_STATES,
+        runs_url=runs_url(study=study_id),
+        status_urls={
+            s: (counts[s], runs_url(study=study_id, status=s)) for s in STATUS_ORDER if counts.get(s)
+        },
     )
 
 
