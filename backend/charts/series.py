@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ablate.backend.charts._common import plain
 from ablate.backend.charts.layout import apply_layout, chart_title, empty_figure
 from ablate.backend.domain.formatting import D3_NUM
 from ablate.backend.domain.metrics import describe_metric
@@ -59,19 +60,20 @@ def run_series(
     fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for i, (m, x, y) in enumerate(present, start=1):
         mdef = describe_metric(m)
+        label, unit = plain(mdef.label), plain(mdef.unit)
         trace_cls = go.Scattergl if x.size > WEBGL_THRESHOLD else go.Scatter
         fig.add_trace(
             trace_cls(
-                name=mdef.label,
+                name=label,
                 x=x,
                 y=y,
                 mode="lines",
                 line={"color": SERIES_COLORS[(i - 1) % len(SERIES_COLORS)], "width": 1.5},
-                hovertemplate=f"step %{{x:.0f}}<br>{mdef.label}: %{{y:{D3_NUM}}} {mdef.unit}<extra></extra>",
+                hovertemplate=f"step %{{x:.0f}}<br>{label}: %{{y:{D3_NUM}}} {unit}<extra></extra>",
             ),
             row=i,
             col=1,
         )
-        fig.update_yaxes(title_text=mdef.axis_title(), row=i, col=1)
+        fig.update_yaxes(title_text=plain(mdef.axis_title()), row=i, col=1)
     fig.update_xaxes(title_text="Step", row=len(present), col=1)
     return apply_layout(fig, title, height=max(360, 260 * len(present)))

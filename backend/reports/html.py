@@ -20,6 +20,7 @@ from markupsafe import Markup
 from ablate.backend import charts
 from ablate.backend.analysis.stats import Summary
 from ablate.backend.charts.ablation import factorial_effects
+from ablate.backend.domain.csp import content_security_policy, script_hash
 from ablate.backend.reports import tables as t
 from ablate.backend.reports.checkpointing import advisor_section
 from ablate.backend.services.advice import ReleaseAdvice
@@ -136,6 +137,16 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
     return out
 
 
+@lru_cache(maxsize=1)
+def report_script_hashes() -> tuple[str, ...]:
+    """The hashes of the report's two inline scripts: plotly.js and the figure drawer.
+
+    Constant for an installed plotly, so the report's own ``<meta>`` policy and the header the
+    API sends with it allow exactly these scripts and no other (no ``'unsafe-inline'``).
+    """
+    return (script_hash(charts.plotly_js_source()), script_hash(charts.DRAW_FIGURES_JS))
+
+
 def render_html(
     c: ReleaseComparison, *, generated_at: datetime | None = None, advice: ReleaseAdvice | None = None
 ) -> str:
@@ -154,5 +165,7 @@ def render_html(
         method=t.method_table(c),
         cluster_charts=cluster_charts(c),
         plotly_js=Markup(charts.plotly_js_source()),  # the installed plotly bundle, trusted
+        draw_figures_js=Markup(charts.DRAW_FIGURES_JS),  # our own constant script, trusted
+        content_security_policy=content_security_policy(report_script_hashes(), meta=True),
         generated_at=generated_at.isoformat() if generated_at else None,
     )
