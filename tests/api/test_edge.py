@@ -11,7 +11,9 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
+from ablate.backend.db.models import RunMetric
 from tests.api.helpers import REF, RELEASE, VARIANT, assert_problem, create_release, result, snapshot
 from tests.support.live_server import LiveServer
 
@@ -197,6 +199,41 @@ def test_huge_metric_values_are_refused_and_pages_keep_answering(
         body = assert_problem(ci.post("/results", json={"results": [bad, bad | {"repeat": 6}]}), 422)
         assert "within ±1e+15" in body["detail"], body
     assert snapshot(live_server.database) == before
+    ref = quote(new, safe=":")
+    for path in ("/", "/releases", f"/releases/{ref}", f"/compare?a={quote(REF, safe=':')}&b={ref}"):
+        assert httpx.get(live_server.url + path).status_code == 200, path
+    assert ci.get(f"/releases/{ref}/comparison").status_code == 200
+    for fmt in ("html", "md", "csv", "json"):
+        assert ci.get(f"/releases/{ref}/report?format={fmt}").status_code == 200, fmt
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="open: the analysis is not overflow-safe (analysis/stats.py _summary: math.fsum overflows on "
+    "1e308 values); only new values are bounded (±1e15), rows stored before the bound still give 500",
+)
+def test_huge_values_stored_before_the_bound_keep_every_page_answering(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    """Rows from before the contract bounded values (or written by hand): 1e308 is finite and analysable."""
+    create_release(admin)
+    create_release(admin, tag="26.01")
+    new = "training-nv-pytorch:26.01"
+    for release, speed in ((REF, 4e5), (new, 4.2e5)):
+        good = [
+            result(
+                release=release, repeat=i, metrics={"throughput_tokens_per_s": speed + i, "step_time_s": 5.0}
+            )
+            for i in range(3)
+        ]
+        assert ci.post("/results", json={"results": good}).status_code == 201
+    with live_server.database.transaction() as session:
+        session.execute(
+            sa.update(RunMetric)
+            .where(RunMetric.name == "throughput_tokens_per_s", RunMetric.value > 4.1e5)
+            .values(value=1e308)
+        )
     ref = quote(new, safe=":")
     for path in ("/", "/releases", f"/releases/{ref}", f"/compare?a={quote(REF, safe=':')}&b={ref}"):
         assert httpx.get(live_server.url + path).status_code == 200, path

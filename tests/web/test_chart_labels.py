@@ -104,11 +104,11 @@ def _assert_plain_charts(page: Any, where: str) -> None:
 def test_names_with_markup_stay_plain_text_in_charts(
     page: Any, evil_server: LiveServer, console: Console
 ) -> None:
+    page.set_default_timeout(60_000)  # a loaded machine: the default 15 s is not always enough
     ref = quote(REF, safe=":")
     open_page(page, f"{evil_server.url}/releases/{ref}")
     _assert_plain_charts(page, "release page")
-    # A 5 MB file: more than the default 15 s on a loaded machine.
-    response = page.goto(f"{evil_server.url}/api/v1/releases/{ref}/report?format=html", timeout=60_000)
+    response = page.goto(f"{evil_server.url}/api/v1/releases/{ref}/report?format=html")
     assert response is not None and response.status == 200
     _assert_plain_charts(page, "report")
     console.expected.append("status of 404 (Not Found)")  # the report's favicon.ico guess
