@@ -7,6 +7,7 @@ Markdown report.
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -55,7 +56,7 @@ def _environment() -> Environment:
 
 
 def _chart(div_id: str, fig: go.Figure) -> Chart:
-    title = fig.layout.title.text or div_id
+    title = html.unescape(fig.layout.title.text or div_id)  # the chart's title is plotly plain text
     return Chart(div_id, title, Markup(charts.figure_to_div(fig, div_id)))  # plotly-generated markup, trusted
 
 
