@@ -16,7 +16,6 @@ Prints figures; not a test. Aim: the dispatcher costs no more than twice bare Ra
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import sys
 import tempfile
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ray
-from ingest import fresh_database
+from _db import fresh_database
 
 from ablate.backend.config import Settings
 from ablate.backend.db import migrate
@@ -116,11 +115,7 @@ def main() -> None:
     register_runner("noop", NoopRunner)  # create_study checks the runner by name
 
     tmp = Path(tempfile.mkdtemp(prefix="ablate-bench-"))
-    with contextlib.ExitStack() as stack:
-        if args.backend == "postgresql":
-            url = stack.enter_context(fresh_database())
-        else:
-            url = f"sqlite:///{tmp / 'bench.sqlite'}"
+    with fresh_database(args.backend) as url:
         measure(args, tmp, url)
 
 

@@ -21,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,33 +31,15 @@ from typing import Any
 import httpx
 import numpy as np
 import psycopg
+from _db import fresh_database, median_paired_ratio
 
-from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.db.series_codec import pack
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
 from ablate.backend.services import catalog, tokens
 
-ADMIN = os.environ.get("ABLATE_BENCH_PG", "host=127.0.0.1 user=postgres dbname=postgres")
 ABLATE = str(Path(sys.executable).with_name("ablate"))
 RELEASE = "training-nv-pytorch:25.12"
-
-
-@contextmanager
-def fresh_database() -> Iterator[str]:
-    """A new, migrated PostgreSQL database; dropped on exit."""
-    name = f"ablate_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql+psycopg://postgres@127.0.0.1/{name}"
-    try:
-        db = Database.from_url(url)
-        migrate.upgrade(db.engine)
-        db.dispose()
-        yield url
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def conninfo(url: str) -> str:
@@ -239,9 +220,8 @@ def main() -> None:
             f"COPY {total / baseline[-1]:,.0f} points/s"
         )
     s, b = statistics.median(service), statistics.median(baseline)
-    # Each repetition runs both back to back, so their ratio is paired: on a shared machine the
-    # median of paired ratios is steadier than the ratio of two medians.
     ratios = [bt / st for st, bt in zip(service, baseline, strict=True)]
+    paired = median_paired_ratio(baseline, service)
     print(
         f"{args.results} results x {args.points} points = {total:,} points, "
         f"batches of {args.batch}, {args.clients} client(s)"
@@ -249,7 +229,7 @@ def main() -> None:
     print(f"service (HTTP, PostgreSQL): {total / s:,.0f} points/s  (median {s:.3f} s)")
     print(f"bare psycopg COPY:          {total / b:,.0f} points/s  (median {b:.3f} s)")
     print(
-        f"ratio service/COPY: median of paired {statistics.median(ratios):.2f} "
+        f"ratio service/COPY: median of paired {paired:.2f} "
         f"(per rep {', '.join(f'{r:.2f}' for r in ratios)}; aim >= 0.33)"
     )
 

@@ -19,10 +19,8 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,41 +30,15 @@ from typing import Any
 import httpx
 import numpy as np
 import psutil
-import psycopg
+from _db import fresh_database
 
-from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
 from ablate.backend.services import catalog, tokens
 
-ADMIN = os.environ.get("ABLATE_BENCH_PG", "host=127.0.0.1 user=postgres dbname=postgres")
 ABLATE = str(Path(sys.executable).with_name("ablate"))
 RELEASE = "training-nv-pytorch:25.12"
 MIB = 1024 * 1024
-
-
-@contextmanager
-def fresh_database(kind: str) -> Iterator[str]:
-    if kind == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            url = f"sqlite:///{tmp}/bench.sqlite"
-            db = Database.from_url(url)
-            migrate.upgrade(db.engine)
-            db.dispose()
-            yield url
-        return
-    name = f"ablate_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql+psycopg://postgres@127.0.0.1/{name}"
-    try:
-        db = Database.from_url(url)
-        migrate.upgrade(db.engine)
-        db.dispose()
-        yield url
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager

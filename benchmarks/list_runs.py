@@ -23,7 +23,8 @@ import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import conninfo, fresh_database, server
+from _db import fresh_database
+from ingest import conninfo, server
 
 RELEASES = [
     ("training-nv-pytorch", "25.10"),

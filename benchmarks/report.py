@@ -26,12 +26,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import uuid
 
-import psycopg
+from _db import fresh_database
 from sqlalchemy import event
 
-from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.reports import render
 from ablate.backend.reports.json import render_json
@@ -39,7 +37,6 @@ from ablate.backend.schemas.results import ResultsBatch
 from ablate.backend.services import comparison as svc
 from ablate.backend.services.ingest import submit_results
 
-ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
 IMAGE = "training-nv-pytorch"
 LADDER = ("Base", "Base+ACCL", "AC2+ACCL", "AC2+ACCL+CompilerOpt", "AC2+ACCL+CompilerOpt+CkptOpt")
 GAIN = (1.0, 1.06, 1.09, 1.31, 1.28)
@@ -118,67 +115,63 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
 
-    name = f"ablate_bench_report_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    db = Database.from_url(f"postgresql+psycopg://postgres@127.0.0.1/{name}")
-    try:
-        migrate.upgrade(db.engine)
-        t = time.perf_counter()
-        ref = _seed(db, args)
-        runs = (args.history + 1) * args.variants * args.workloads * args.repeats
-        print(f"seeded {runs} runs in {args.history + 1} releases in {time.perf_counter() - t:.1f} s")
+    with fresh_database() as url:
+        db = Database.from_url(url)
+        try:
+            t = time.perf_counter()
+            ref = _seed(db, args)
+            runs = (args.history + 1) * args.variants * args.workloads * args.repeats
+            print(f"seeded {runs} runs in {args.history + 1} releases in {time.perf_counter() - t:.1f} s")
 
-        def build() -> svc.ReleaseComparison:
-            with db.read() as session:
-                return svc.build_release_comparison(session, ref)
+            def build() -> svc.ReleaseComparison:
+                with db.read() as session:
+                    return svc.build_release_comparison(session, ref)
 
-        def forget() -> None:
-            pass  # nothing on the path is memoised any more (the Mann-Whitney null tables are gone)
+            def forget() -> None:
+                pass  # nothing on the path is memoised any more (the Mann-Whitney null tables are gone)
 
-        t, c = time.perf_counter(), time.process_time()
-        render_json(build(), indent=None)
-        first = (time.perf_counter() - t, time.process_time() - c)
-
-        statements: list[str] = []
-
-        def count(*a: object) -> None:
-            statements.append(str(a[2]))
-
-        event.listen(db.engine, "before_cursor_execute", count)
-        comparison = build()
-        event.remove(db.engine, "before_cursor_execute", count)
-        queries = len(statements)
-        render(comparison, "html")  # load plotly's validators once, as a running server has
-
-        def cold() -> None:
-            forget()
+            t, c = time.perf_counter(), time.process_time()
             render_json(build(), indent=None)
+            first = (time.perf_counter() - t, time.process_time() - c)
 
-        results = {
-            "comparison JSON (API, compact), cold": _time(cold, args.reps),
-            "comparison JSON (API, compact), warm": _time(
-                lambda: render_json(build(), indent=None), args.reps
-            ),
-            "exported JSON (indented), cold": _time(lambda: (forget(), render_json(build())), args.reps),
-            "HTML report from a comparison, cold": _time(lambda: render(comparison, "html"), args.reps),
-            "build + HTML report, cold": _time(lambda: (forget(), render(build(), "html")), args.reps),
-        }
-        size = len(render(comparison, "html").encode())
-        print(f"release {ref}: {len(comparison.ladders)} ladders, {len(comparison.deltas)} release deltas")
-        print(f"queries per comparison: {queries}; HTML size {size / 1e6:.1f} MB")
-        print(
-            f"first comparison JSON in this process: wall {first[0] * 1000:.0f} ms, "
-            f"cpu {first[1] * 1000:.0f} ms"
-        )
-        for label, (med, low, cpu) in results.items():
+            statements: list[str] = []
+
+            def count(*a: object) -> None:
+                statements.append(str(a[2]))
+
+            event.listen(db.engine, "before_cursor_execute", count)
+            comparison = build()
+            event.remove(db.engine, "before_cursor_execute", count)
+            queries = len(statements)
+            render(comparison, "html")  # load plotly's validators once, as a running server has
+
+            def cold() -> None:
+                forget()
+                render_json(build(), indent=None)
+
+            results = {
+                "comparison JSON (API, compact), cold": _time(cold, args.reps),
+                "comparison JSON (API, compact), warm": _time(
+                    lambda: render_json(build(), indent=None), args.reps
+                ),
+                "exported JSON (indented), cold": _time(lambda: (forget(), render_json(build())), args.reps),
+                "HTML report from a comparison, cold": _time(lambda: render(comparison, "html"), args.reps),
+                "build + HTML report, cold": _time(lambda: (forget(), render(build(), "html")), args.reps),
+            }
+            size = len(render(comparison, "html").encode())
             print(
-                f"{label:<40} median {med * 1000:7.0f} ms  min {low * 1000:7.0f} ms  cpu {cpu * 1000:6.0f} ms"
+                f"release {ref}: {len(comparison.ladders)} ladders, {len(comparison.deltas)} release deltas"
             )
-    finally:
-        db.dispose()
-        with psycopg.connect(ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            print(f"queries per comparison: {queries}; HTML size {size / 1e6:.1f} MB")
+            print(
+                f"first comparison JSON in this process: wall {first[0] * 1000:.0f} ms, "
+                f"cpu {first[1] * 1000:.0f} ms"
+            )
+            for label, (med, low, cpu) in results.items():
+                times = f"median {med * 1000:7.0f} ms  min {low * 1000:7.0f} ms  cpu {cpu * 1000:6.0f} ms"
+                print(f"{label:<40} {times}")
+        finally:
+            db.dispose()
 
 
 if __name__ == "__main__":

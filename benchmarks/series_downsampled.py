@@ -14,34 +14,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-import uuid
-from pathlib import Path
 
 import numpy as np
+from _db import fresh_database, median_paired_ratio
 from sqlalchemy import delete, select
 
-from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run, RunSeriesLevel
 from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog, ingest, runs, studies
-
-ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
-
-
-def _database(backend: str, workdir: Path) -> tuple[Database, str | None]:
-    if backend == "sqlite":
-        return Database.from_url(f"sqlite:///{workdir / 'bench.sqlite'}"), None
-    import psycopg
-
-    name = f"ablate_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return Database.from_url(f"postgresql+psycopg://postgres@127.0.0.1/{name}"), name
 
 
 def _two_runs(db: Database, points: int) -> tuple[int, int]:
@@ -72,10 +56,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=["postgresql", "sqlite"], default="postgresql")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        db, pg_name = _database(args.backend, Path(tmp))
+    with fresh_database(args.backend) as url:
+        db = Database.from_url(url)
         try:
-            migrate.upgrade(db.engine)
             with_levels, without = _two_runs(db, args.points)
             with db.read() as s:
                 stored = s.scalars(
@@ -97,17 +80,12 @@ def main() -> None:
                         times[run_id].append(elapsed)
             level_ms = statistics.median(times[with_levels]) * 1e3
             full_ms = statistics.median(times[without]) * 1e3
-            ratios = [b / a for a, b in zip(times[with_levels], times[without], strict=True)]
             print(f"from the stored level:        {level_ms:8.2f} ms (median)")
             print(f"from the whole series:        {full_ms:8.2f} ms (median)")
-            print(f"speed-up, median paired ratio: {statistics.median(ratios):7.1f}x")
+            speedup = median_paired_ratio(times[without], times[with_levels])
+            print(f"speed-up, median paired ratio: {speedup:7.1f}x")
         finally:
             db.dispose()
-            if pg_name:
-                import psycopg
-
-                with psycopg.connect(ADMIN, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE "{pg_name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

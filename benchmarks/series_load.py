@@ -11,32 +11,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
+from _db import fresh_database
 from sqlalchemy import Column, Float, Integer, MetaData, Table, insert, select
 
-from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Cluster, Release, Run, RunSeries, Variant, Workload
 from ablate.backend.db.series_codec import pack, unpack
-
-ADMIN = "host=127.0.0.1 user=postgres dbname=postgres"
-
-
-def _database(backend: str, workdir: Path) -> tuple[Database, str | None]:
-    if backend == "sqlite":
-        return Database.from_url(f"sqlite:///{workdir / 'bench.sqlite'}"), None
-    import psycopg
-
-    name = f"ablate_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return Database.from_url(f"postgresql+psycopg://postgres@127.0.0.1/{name}"), name
 
 
 def main() -> None:
@@ -48,10 +32,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=["postgresql", "sqlite"], default="postgresql")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        db, pg_name = _database(args.backend, Path(tmp))
+    with fresh_database(args.backend) as url:
+        db = Database.from_url(url)
         try:
-            migrate.upgrade(db.engine)
             steps = np.arange(args.points, dtype=np.int64)
             values = 5.0 + np.sin(steps / 500.0)
             baseline = Table(
@@ -118,11 +101,6 @@ def main() -> None:
             print(f"ratio baseline/packed : {rows / packed:8.1f}x")
         finally:
             db.dispose()
-            if pg_name:
-                import psycopg
-
-                with psycopg.connect(ADMIN, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Descriptive statistics of repeated runs, and the small statistical building blocks others share.
 
 Methods are chosen for the sample sizes benchmarks run (2-10 repeats) and proven by the seeded
-simulation in ``benchmarks/statistics.py`` (figures in docs/statistics.md):
+simulation in ``benchmarks/stats_simulation.py`` (figures in docs/statistics.md):
 
 * one sample: a t-interval on the log values (:data:`SUMMARY_CI_METHOD`), which covers the median
   93-97% of the time from n = 2 under normal and log-normal noise (the percentile bootstrap of the
@@ -106,7 +106,7 @@ def log_t_interval(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | N
     """t-interval of exp(mean(log x)) for a sorted sample: the median when log-noise is symmetric.
 
     Exact under log-normal noise and within a fraction of a point of 95% under normal noise at
-    CV <= 5% (benchmarks/statistics.py). Non-positive values: the t-interval of the mean instead.
+    CV <= 5% (benchmarks/stats_simulation.py). Non-positive values: the t-interval of the mean instead.
     None below two values.
     """
     n = int(arr.size)

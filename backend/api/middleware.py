@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ablate.backend.api.problems import PROBLEM
+from ablate.backend.domain.csp import content_security_policy
 
 
 class BodyTooLarge(HTTPException):
@@ -87,24 +88,9 @@ class ControlCharacterMiddleware:
         await self.app(scope, receive, send)
 
 
-# The dashboard and the self-contained report draw plotly figures from inline scripts and use inline
-# styles, so scripts and styles may be inline; everything else comes from this origin only, nothing
-# may frame a page, and no plugin, foreign form target or <base> is allowed.
-CONTENT_SECURITY_POLICY = "; ".join(
-    (
-        "default-src 'self'",
-        "script-src 'self' 'unsafe-inline'",
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data: blob:",
-        "font-src 'self' data:",
-        "connect-src 'self'",
-        "worker-src 'self' blob:",  # ReDoc's search runs in a worker built from a blob
-        "object-src 'none'",
-        "base-uri 'self'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    )
-)
+# No inline script anywhere on the dashboard: a route that needs one (Swagger UI, the report) sets
+# its own policy with the script's hash (ablate.backend.domain.csp).
+CONTENT_SECURITY_POLICY = content_security_policy()
 SECURITY_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
     (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from ablate.backend.analysis.ablation import LadderAnalysis
 from ablate.backend.analysis.factorial import FactorialAnalysis
-from ablate.backend.charts._common import has_data, speedup_of, variant_order
+from ablate.backend.charts._common import has_data, plain, plain_all, plain_lines, speedup_of, variant_order
 from ablate.backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 from ablate.backend.charts.repeats import (
@@ -73,12 +73,12 @@ def ablation_bars(
             highs.append(hi)
             p = v.vs_baseline.p_value if v and v.vs_baseline else None
             n = v.summary.n if v else 0
-            hover.append(f"{name}<br>{w}: {ratio_ci(r, lo, hi)}, n={n}, p={pvalue(p)}")
+            hover.append(plain_lines(name, f"{w}: {ratio_ci(r, lo, hi)}, n={n}, p={pvalue(p)}"))
         traces.append(
             {
                 "type": "bar",
-                "name": name,
-                "x": workloads,
+                "name": plain(name),
+                "x": plain_all(workloads),
                 "y": ys,
                 "error_y": asymmetric_error(ys, lows, highs),
                 "marker": {"color": color_for(name, colors)},
@@ -109,8 +109,8 @@ def ablation_bars(
         workloads,
         variants,
         value_of=speedup,
-        hover_of=lambda w, name, run_id, value, y: (
-            f"{name}<br>{w}: run {run_id}: {ratio(y)} ({quantity(value, unit, 4)})"
+        hover_of=lambda w, name, run_id, value, y: plain_lines(
+            name, f"{w}: run {run_id}: {ratio(y)} ({quantity(value, unit, 4)})"
         ),
         color_of=lambda name: color_for(name, colors),
         bargap=BARGAP,
@@ -134,7 +134,9 @@ def ablation_bars(
         "shapes": [parity],
         "xaxis": {"title": {"text": "Workload"}},
         "yaxis": {
-            "title": {"text": f"{label} normalised to {_baseline_name(ladders)} (\u00d7, >1 is better)"}
+            "title": {
+                "text": plain(f"{label} normalised to {_baseline_name(ladders)} (\u00d7, >1 is better)")
+            }
         },
     }
     if len(traces) > len(variants):  # points drawn
@@ -168,11 +170,11 @@ def contribution_waterfall(
     traces: list[dict[str, Any]] = [
         {
             "type": "bar",
-            "name": chain[0].variant,
-            "x": [chain[0].variant],
+            "name": plain(chain[0].variant),
+            "x": [plain(chain[0].variant)],
             "y": [100.0],
             "marker": {"color": color_for(chain[0].variant, colors)},
-            "hovertext": [f"{chain[0].variant}: 100%"],
+            "hovertext": [plain(f"{chain[0].variant}: 100%")],
             "hoverinfo": "text",
             "texttemplate": "100%",
             "textposition": "inside",
@@ -190,12 +192,12 @@ def contribution_waterfall(
         traces.append(
             {
                 "type": "bar",
-                "name": v.variant,
-                "x": [v.variant],
+                "name": plain(v.variant),
+                "x": [plain(v.variant)],
                 "y": [delta],
                 "base": [level],
                 "marker": {"color": color_for(v.variant, colors)},
-                "hovertext": [f"{v.variant}: {delta:+.1f} pp (step {ratio(step)}{share})"],
+                "hovertext": [plain(f"{v.variant}: {delta:+.1f} pp (step {ratio(step)}{share})")],
                 "hoverinfo": "text",
                 "texttemplate": f"{delta:+.1f}",
                 "textposition": "outside",
@@ -211,7 +213,7 @@ def contribution_waterfall(
             "x": ["Total"],
             "y": [total],
             "marker": {"color": TOTAL_COLOR},
-            "hovertext": [f"Total: {pct(total, signed=False)} of {ladder.baseline}"],
+            "hovertext": [plain(f"Total: {pct(total, signed=False)} of {ladder.baseline}")],
             "hoverinfo": "text",
             "texttemplate": pct(total, signed=False),
             "textposition": "inside",
@@ -220,7 +222,7 @@ def contribution_waterfall(
     layout = {
         "barmode": "overlay",
         "xaxis": {"title": {"text": "Variant"}, "type": "category"},
-        "yaxis": {"title": {"text": f"{label} relative to {ladder.baseline} (%)"}},
+        "yaxis": {"title": {"text": plain(f"{label} relative to {ladder.baseline} (%)")}},
     }
     return build_figure(traces, title, layout=layout)
 
@@ -233,6 +235,7 @@ NOT_TESTABLE = "n/t"
 def _heatmap_cell(ladder: LadderAnalysis, name: str, workload: str) -> tuple[float | None, str, str]:
     """(speed-up, cell text, hover) of one cell; the text carries the n.s./n/t mark."""
     v = ladder.variant(name)
+    workload, name = plain(workload), plain(name)  # hover text is drawn as plotly markup
     if v is None:
         return None, "", f"{workload} · {name}: no runs"
     r, lo, hi = speedup_of(ladder, v)
@@ -300,8 +303,8 @@ def speedup_heatmap(
     heatmap = {
         "type": "heatmap",
         "z": z,
-        "x": variants,
-        "y": workloads,
+        "x": plain_all(variants),
+        "y": plain_all(workloads),
         "text": text,
         "texttemplate": "%{text}",
         "colorscale": "RdBu",
@@ -391,19 +394,19 @@ def factorial_effects(
         for n in names:
             e = effects.get(n)
             if e is None:
-                hover.append(f"{workload}: {n} not estimated")
+                hover.append(plain(f"{workload}: {n} not estimated"))
                 continue
             kind = "main effect" if len(e.factors) == 1 else "interaction"
             value = f"{ratio_ci(e.factor, e.ci_low, e.ci_high)}, p={pvalue(e.p_value)}"
-            hover.append(f"{workload}<br>{n} ({kind}): {value}")
+            hover.append(plain_lines(workload, f"{n} ({kind}): {value}"))
         traces.append(
             {
                 "type": "scatter",
                 "mode": "markers",
                 "orientation": "h",  # the categories are on y: group the workloads along it
-                "name": workload,
+                "name": plain(workload),
                 "x": xs,
-                "y": names,
+                "y": plain_all(names),
                 "error_x": asymmetric_error(xs, lows, highs),
                 "marker": {"color": color_for(workload, colors), "size": 10},
                 "hovertext": hover,
@@ -429,7 +432,7 @@ def factorial_effects(
         "scattermode": "group",
         "scattergap": 0.4,
         "xaxis": {
-            "title": {"text": f"{label} effect (\u00d7, >1 is better)"},
+            "title": {"text": plain(f"{label} effect (\u00d7, >1 is better)")},
             "range": [min(ends) - pad, max(ends) + pad],
         },
         "yaxis": {"type": "category", "autorange": "reversed", "title": {"text": "Factor / interaction"}},

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from ablate.backend.charts._common import plain, plain_all
 from ablate.backend.charts.layout import build_figure, chart_title
 from ablate.backend.services.advice import CheckpointingAdvice
 
@@ -83,7 +84,7 @@ def memory_vs_k(result: CheckpointingAdvice) -> go.Figure:
             "y": [r.peak_memory_gib for r in a.table],
             "mode": "lines",
             "line": {"color": LINE, "width": 2},
-            "name": f"predicted ({a.basis})",
+            "name": plain(f"predicted ({a.basis})"),
             "hovertemplate": "k=%{x}: %{y:.3g} GiB<extra>predicted</extra>",
         }
     )
@@ -97,7 +98,7 @@ def memory_vs_k(result: CheckpointingAdvice) -> go.Figure:
                 "mode": "markers",
                 "marker": {"color": POINTS, "size": 9, "line": {"width": 1, "color": "#fff"}},
                 "name": "measured runs",
-                "text": [f"run {r.id}, {r.release}, {r.variant}" for r in measured],
+                "text": plain_all(f"run {r.id}, {r.release}, {r.variant}" for r in measured),
                 "hovertemplate": "%{text}<br>k=%{x}: %{y:.3g} GiB<extra></extra>",
             }
         )
@@ -170,7 +171,7 @@ def throughput_vs_k(result: CheckpointingAdvice) -> go.Figure:
                 "mode": "markers",
                 "marker": {"color": POINTS, "size": 9, "line": {"width": 1, "color": "#fff"}},
                 "name": "measured runs",
-                "text": [p[2] for p in points],
+                "text": plain_all(p[2] for p in points),
                 "hovertemplate": "%{text}<br>k=%{x}: %{y:.3f} of k=0<extra></extra>",
             }
         )

@@ -16,6 +16,8 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from ablate.backend.charts._common import plain
+
 TEMPLATE = "plotly_white"
 FONT_FAMILY = "Inter, Segoe UI, Helvetica, Arial, sans-serif"
 HEIGHT = 480
@@ -27,10 +29,13 @@ TOP_MARGIN = 84
 
 
 def chart_title(what: str, *, release: str | None = None, cluster: str | None = None, extra: str = "") -> str:
-    """E.g. "Throughput vs Base — training-nv-pytorch:25.12 on gpu-a100 · llama3-8b"."""
+    """E.g. "Throughput vs Base — training-nv-pytorch:25.12 on gpu-a100 · llama3-8b", as plain text.
+
+    Every part is escaped here (:func:`~ablate.backend.charts._common.plain`): callers pass names raw.
+    """
     where = " on ".join(p for p in (release, cluster) if p)
     title = f"{what} — {where}" if where else what
-    return f"{title} · {extra}" if extra else title
+    return plain(f"{title} · {extra}" if extra else title)
 
 
 def base_layout(title: str, *, height: int = HEIGHT, legend: bool = True) -> dict[str, Any]:

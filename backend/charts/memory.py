@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from ablate.backend.analysis.ablation import LadderAnalysis
-from ablate.backend.charts._common import has_data, variant_order
+from ablate.backend.charts._common import has_data, plain, plain_all, plain_lines, variant_order
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 from ablate.backend.charts.repeats import BARGAP, BARGROUPGAP, Repeats, pin_points_axes, point_traces
@@ -47,12 +47,12 @@ def memory_bars(
             lows.append(s.ci_low if s else None)
             highs.append(s.ci_high if s else None)
             value = num_ci(ys[-1], lows[-1], highs[-1], unit=mdef.unit)
-            hover.append(f"{name}<br>{w}: {value}, n={s.n if s else 0}")
+            hover.append(plain_lines(name, f"{w}: {value}, n={s.n if s else 0}"))
         traces.append(
             {
                 "type": "bar",
-                "name": name,
-                "x": workloads,
+                "name": plain(name),
+                "x": plain_all(workloads),
                 "y": ys,
                 "error_y": asymmetric_error(ys, lows, highs),
                 "marker": {"color": color_for(name, colors)},
@@ -66,8 +66,8 @@ def memory_bars(
         workloads,
         variants,
         value_of=lambda _w, value: value,
-        hover_of=lambda w, name, run_id, value, _y: (
-            f"{name}<br>{w}: run {run_id}: {quantity(value, mdef.unit, MEDIAN_DIGITS)}"
+        hover_of=lambda w, name, run_id, value, _y: plain_lines(
+            name, f"{w}: run {run_id}: {quantity(value, mdef.unit, MEDIAN_DIGITS)}"
         ),
         color_of=lambda name: color_for(name, colors),
         bargap=BARGAP,
@@ -78,7 +78,7 @@ def memory_bars(
         "bargap": BARGAP,
         "bargroupgap": BARGROUPGAP,
         "xaxis": {"title": {"text": "Workload"}},
-        "yaxis": {"title": {"text": mdef.axis_title()}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": plain(mdef.axis_title())}, "rangemode": "tozero"},
     }
     if len(traces) > len(variants):  # points drawn
         layout = pin_points_axes(layout, len(workloads))
@@ -127,15 +127,19 @@ def throughput_vs_memory(
             yh.append(tv.summary.ci_high)
             labels.append(w)
             hover.append(
-                f"{name}<br>{w}<br>{m_def.label}: {quantity(xs[-1], m_def.unit, MEDIAN_DIGITS)}"
-                f"<br>{t_def.label}: {quantity(ys[-1], t_def.unit, MEDIAN_DIGITS)}"
+                plain_lines(
+                    name,
+                    w,
+                    f"{m_def.label}: {quantity(xs[-1], m_def.unit, MEDIAN_DIGITS)}",
+                    f"{t_def.label}: {quantity(ys[-1], t_def.unit, MEDIAN_DIGITS)}",
+                )
             )
         if not xs:
             continue
         traces.append(
             {
                 "type": "scatter",
-                "name": name,
+                "name": plain(name),
                 "x": xs,
                 "y": ys,
                 "mode": "markers",
@@ -146,13 +150,13 @@ def throughput_vs_memory(
                     "size": 11,
                     "line": {"width": 1, "color": "#ffffff"},
                 },
-                "text": labels,
+                "text": plain_all(labels),
                 "hovertext": hover,
                 "hoverinfo": "text",
             }
         )
     layout = {
-        "xaxis": {"title": {"text": m_def.axis_title()}},
-        "yaxis": {"title": {"text": t_def.axis_title()}},
+        "xaxis": {"title": {"text": plain(m_def.axis_title())}},
+        "yaxis": {"title": {"text": plain(t_def.axis_title())}},
     }
     return build_figure(traces, title, layout=layout)

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ablate.backend.charts._common import plain
+
 # (run id, the run's value of the chart's metric)
 RunValue = tuple[int, float]
 # workload -> variant -> the runs behind that bar
@@ -94,7 +96,7 @@ def point_traces(
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": name,
+                "name": plain(name),
                 "legendgroup": name,
                 "showlegend": False,
                 "xaxis": POINTS_AXIS,

@@ -14,6 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ablate.backend.charts._common import plain
 from ablate.backend.charts.layout import apply_layout, chart_title, empty_figure
 from ablate.backend.domain.formatting import D3_NUM, quantity
 from ablate.backend.domain.metrics import describe_metric
@@ -72,27 +73,28 @@ def run_series(
     fig = make_subplots(rows=len(present), cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for i, (m, x, y) in enumerate(present, start=1):
         mdef = describe_metric(m)
+        label, unit = plain(mdef.label), plain(mdef.unit)
         warm = x <= warmup_steps if warmup_steps else np.zeros(x.shape, dtype=bool)
         mx, my = x[~warm], y[~warm]
         trace_cls = go.Scattergl if mx.size > WEBGL_THRESHOLD else go.Scatter
         fig.add_trace(
             trace_cls(
-                name=mdef.label,
+                name=label,
                 x=mx,
                 y=my,
                 mode="lines",
                 line={"color": SERIES_COLORS[(i - 1) % len(SERIES_COLORS)], "width": 1.5},
-                hovertemplate=f"step %{{x:.0f}}<br>{mdef.label}: %{{y:{D3_NUM}}} {mdef.unit}<extra></extra>",
+                hovertemplate=f"step %{{x:.0f}}<br>{label}: %{{y:{D3_NUM}}} {unit}<extra></extra>",
             ),
             row=i,
             col=1,
         )
         top = _measured_top(my) if m in MEASURED_SCALE else None
         if warm.any():
-            fig.add_trace(_warmup_trace(mdef.label, mdef.unit, x[warm], y[warm], top), row=i, col=1)
+            fig.add_trace(_warmup_trace(label, unit, x[warm], y[warm], top), row=i, col=1)
         if top is not None:
             fig.update_yaxes(range=[_measured_bottom(my, top), top], row=i, col=1)
-        fig.update_yaxes(title_text=mdef.axis_title(), row=i, col=1)
+        fig.update_yaxes(title_text=plain(mdef.axis_title()), row=i, col=1)
     fig.update_xaxes(title_text="Step", row=len(present), col=1)
     return apply_layout(fig, title, height=max(360, 260 * len(present)))
 

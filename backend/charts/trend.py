@@ -9,6 +9,7 @@ from typing import Protocol
 import plotly.graph_objects as go
 
 from ablate.backend.analysis.history import History
+from ablate.backend.charts._common import plain, plain_all, plain_lines
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
 from ablate.backend.domain.formatting import num_ci
@@ -81,14 +82,14 @@ def release_trend(
             lows.append(live.ci_low if live is not None else None)
             highs.append(live.ci_high if live is not None else None)
             value = num_ci(ys[-1], lows[-1], highs[-1], unit=mdef.unit)
-            hover.append(f"{name}<br>{rel}: {value}, n={live.n if live is not None else 0}")
+            hover.append(plain_lines(name, f"{rel}: {value}, n={live.n if live is not None else 0}"))
         if all(y is None for y in ys):
             continue
         traces.append(
             {
                 "type": "scatter",
-                "name": name,
-                "x": releases,
+                "name": plain(name),
+                "x": plain_all(releases),
                 "y": ys,
                 "mode": "lines+markers",
                 "connectgaps": False,
@@ -105,9 +106,9 @@ def release_trend(
             "title": {"text": "Release"},
             "type": "category",
             "categoryorder": "array",
-            "categoryarray": releases,
+            "categoryarray": plain_all(releases),
         },
-        "yaxis": {"title": {"text": mdef.axis_title()}},
+        "yaxis": {"title": {"text": plain(mdef.axis_title())}},
     }
     return build_figure(traces, title, layout=layout)
 
@@ -129,9 +130,11 @@ def _verdict_traces(
                 s = points.get(name, {}).get(rel)
                 if per.get(rel) != verdict or s is None or s.median is None:
                     continue
-                xs.append(rel)
+                xs.append(plain(rel))  # the category axis holds the escaped names
                 ys.append(s.median)
-                hover.append(f"{name}<br>{rel}: {label}<br>median {num_ci(s.median, None, None, unit=unit)}")
+                hover.append(
+                    plain_lines(name, f"{rel}: {label}", f"median {num_ci(s.median, None, None, unit=unit)}")
+                )
         if xs:
             traces.append(
                 {

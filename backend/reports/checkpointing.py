@@ -5,6 +5,7 @@ Shared by the HTML and Markdown reports; the same advice gives the same bytes.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import unescape
 
 from markupsafe import Markup
 
@@ -102,9 +103,8 @@ def advisor_section(advice: ReleaseAdvice | None, *, with_charts: bool = True) -
         for i, item in enumerate(advice.items):
             for kind, fig in (("memory", memory_vs_k(item)), ("throughput", throughput_vs_k(item))):
                 div = f"advisor-{i}-{kind}"
-                figures.append(
-                    AdvisorChart(div, fig.layout.title.text or div, Markup(charts.figure_to_div(fig, div)))
-                )
+                title = unescape(fig.layout.title.text or div)  # the chart's title is plotly plain text
+                figures.append(AdvisorChart(div, title, Markup(charts.figure_to_div(fig, div))))
     return AdvisorSection(
         summary=summary_table(advice),
         tables=tuple(k_table(item) for item in advice.items),

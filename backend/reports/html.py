@@ -7,6 +7,7 @@ Markdown report.
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -20,6 +21,7 @@ from markupsafe import Markup
 from ablate.backend import charts
 from ablate.backend.analysis.stats import Summary
 from ablate.backend.charts.ablation import factorial_effects
+from ablate.backend.domain.csp import content_security_policy, script_hash
 from ablate.backend.reports import tables as t
 from ablate.backend.reports.checkpointing import advisor_section
 from ablate.backend.services.advice import ReleaseAdvice
@@ -55,7 +57,7 @@ def _environment() -> Environment:
 
 
 def _chart(div_id: str, fig: go.Figure) -> Chart:
-    title = fig.layout.title.text or div_id
+    title = html.unescape(fig.layout.title.text or div_id)  # the chart's title is plotly plain text
     return Chart(div_id, title, Markup(charts.figure_to_div(fig, div_id)))  # plotly-generated markup, trusted
 
 
@@ -161,6 +163,16 @@ def history_charts(h: ReleaseHistories | None) -> list[Chart]:
     ]
 
 
+@lru_cache(maxsize=1)
+def report_script_hashes() -> tuple[str, ...]:
+    """The hashes of the report's two inline scripts: plotly.js and the figure drawer.
+
+    Constant for an installed plotly, so the report's own ``<meta>`` policy and the header the
+    API sends with it allow exactly these scripts and no other (no ``'unsafe-inline'``).
+    """
+    return (script_hash(charts.plotly_js_source()), script_hash(charts.DRAW_FIGURES_JS))
+
+
 def render_html(
     c: ReleaseComparison,
     *,
@@ -185,5 +197,7 @@ def render_html(
         history=history,
         history_charts=history_charts(history),
         plotly_js=Markup(charts.plotly_js_source()),  # the installed plotly bundle, trusted
+        draw_figures_js=Markup(charts.DRAW_FIGURES_JS),  # our own constant script, trusted
+        content_security_policy=content_security_policy(report_script_hashes(), meta=True),
         generated_at=generated_at.isoformat() if generated_at else None,
     )

@@ -18,6 +18,8 @@ STATIC_DIR = WEB_DIR / "static"
 STATIC_URL = "/static"
 # plotly.js is served from the installed package under its own prefix, never under /static.
 PLOTLY_URL = "/vendor/plotly.min.js"
+# The script that draws the figures embedded in a page (ablate.backend.charts.html.DRAW_FIGURES_JS).
+DRAW_FIGURES_URL = "/vendor/ablate-charts.js"
 
 
 def static_app() -> StaticFiles:

@@ -14,14 +14,14 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ablate.backend.charts import plotly_js_source
+from ablate.backend.charts import DRAW_FIGURES_JS, plotly_js_source
 from ablate.backend.db.database import Database
 from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText
 from ablate.backend.services import run_logs
 from ablate.backend.web import auth
 from ablate.backend.web.errors import PageRoute
 from ablate.backend.web.filters import Filters
-from ablate.backend.web.paths import PLOTLY_URL
+from ablate.backend.web.paths import DRAW_FIGURES_URL, PLOTLY_URL
 from ablate.backend.web.templating import render
 from ablate.backend.web.views import clusters, compare, home, release, run, runlist, studies
 
@@ -45,6 +45,14 @@ def plotly_js() -> Response:
         plotly_js_source(),
         media_type="application/javascript",
         headers={"Cache-Control": "public, max-age=31536000, immutable"},
+    )
+
+
+@open_router.get(DRAW_FIGURES_URL)
+def draw_figures_js() -> Response:
+    """The script that draws every figure of a page from its JSON data block (no inline script)."""
+    return Response(
+        DRAW_FIGURES_JS, media_type="application/javascript", headers={"Cache-Control": "no-cache"}
     )
 
 

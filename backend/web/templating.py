@@ -15,7 +15,7 @@ from starlette.responses import HTMLResponse
 
 from ablate.backend import __version__
 from ablate.backend.domain import formatting as fmt
-from ablate.backend.web.paths import PLOTLY_URL, STATIC_URL, TEMPLATES_DIR
+from ablate.backend.web.paths import DRAW_FIGURES_URL, PLOTLY_URL, STATIC_URL, TEMPLATES_DIR
 
 NAV = (
     ("home", "Home", "/"),
@@ -49,6 +49,7 @@ templates.env.globals.update(
     static_url=STATIC_URL,
     # The plotly version in the URL lets the script be cached "forever" and still change on upgrade.
     plotly_src=f"{PLOTLY_URL}?v={plotly.__version__}",
+    draw_figures_src=DRAW_FIGURES_URL,
 )
 templates.env.trim_blocks = True
 templates.env.lstrip_blocks = True

@@ -1,6 +1,6 @@
 """The statistics keep their promises: seeded simulations with known truth (a few seconds in all).
 
-The full tables are benchmarks/statistics.py's (docs/statistics.md). Each check here draws fixed-seed
+The full tables are benchmarks/stats_simulation.py's (docs/statistics.md). Each check here draws fixed-seed
 samples, so its figure is the same on every run; the bounds are the targets of issue 11: an
 interval shown as 95% covers the truth 93-97% of the time, false verdicts stay <= 5% per comparison
 and per release, a 5% drop at n = 5 and CV 2% is found >= 80% of the time, a 20% drop at n = 3 always.

@@ -11,7 +11,9 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
+from ablate.backend.db.models import RunMetric
 from tests.api.helpers import REF, RELEASE, VARIANT, assert_problem, create_release, result, snapshot
 from tests.support.live_server import LiveServer
 
@@ -174,9 +176,8 @@ def test_json_types_are_strict(live_server: LiveServer, admin: httpx.Client, ci:
     assert ok.status_code == 201, ok.text
 
 
-def test_huge_metric_values_are_refused_and_pages_keep_answering(
-    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
-) -> None:
+def _two_releases_with_results(admin: httpx.Client, ci: httpx.Client) -> str:
+    """REF and a later release, three ordinary results each; the later release's ref."""
     create_release(admin)
     create_release(admin, tag="26.01")
     new = "training-nv-pytorch:26.01"
@@ -188,6 +189,23 @@ def test_huge_metric_values_are_refused_and_pages_keep_answering(
             for i in range(3)
         ]
         assert ci.post("/results", json={"results": good}).status_code == 201
+    return new
+
+
+def _assert_pages_answer(live_server: LiveServer, ci: httpx.Client, new: str) -> None:
+    """Home, releases, the release page, /compare, the comparison and every report format: 200."""
+    ref = quote(new, safe=":")
+    for path in ("/", "/releases", f"/releases/{ref}", f"/compare?a={quote(REF, safe=':')}&b={ref}"):
+        assert httpx.get(live_server.url + path).status_code == 200, path
+    assert ci.get(f"/releases/{ref}/comparison").status_code == 200
+    for fmt in ("html", "md", "csv", "json"):
+        assert ci.get(f"/releases/{ref}/report?format={fmt}").status_code == 200, fmt
+
+
+def test_huge_metric_values_are_refused_and_pages_keep_answering(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    new = _two_releases_with_results(admin, ci)
     before = snapshot(live_server.database)
     for bad in (
         result(repeat=5, metrics={"throughput_tokens_per_s": 1e308}),
@@ -197,12 +215,27 @@ def test_huge_metric_values_are_refused_and_pages_keep_answering(
         body = assert_problem(ci.post("/results", json={"results": [bad, bad | {"repeat": 6}]}), 422)
         assert "within ±1e+15" in body["detail"], body
     assert snapshot(live_server.database) == before
-    ref = quote(new, safe=":")
-    for path in ("/", "/releases", f"/releases/{ref}", f"/compare?a={quote(REF, safe=':')}&b={ref}"):
-        assert httpx.get(live_server.url + path).status_code == 200, path
-    assert ci.get(f"/releases/{ref}/comparison").status_code == 200
-    for fmt in ("html", "md", "csv", "json"):
-        assert ci.get(f"/releases/{ref}/report?format={fmt}").status_code == 200, fmt
+    _assert_pages_answer(live_server, ci, new)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="open: the analysis is not overflow-safe (analysis/stats.py _summary: math.fsum overflows on "
+    "1e308 values); only new values are bounded (±1e15), rows stored before the bound still give 500",
+)
+def test_huge_values_stored_before_the_bound_keep_every_page_answering(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    """Rows from before the contract bounded values (or written by hand): 1e308 is finite and analysable."""
+    new = _two_releases_with_results(admin, ci)
+    with live_server.database.transaction() as session:
+        session.execute(
+            sa.update(RunMetric)
+            .where(RunMetric.name == "throughput_tokens_per_s", RunMetric.value > 4.1e5)
+            .values(value=1e308)
+        )
+    _assert_pages_answer(live_server, ci, new)
 
 
 def test_series_packing_keeps_every_refusal_and_free_objects_intact(

@@ -14,6 +14,7 @@ from tests.support.live_server import start_live_server
 from tests.web import seed
 from tests.web.conftest import Console, Site
 from tests.web.helpers import assert_no_console_errors, chart_state, open_page, shoot
+from tests.web.test_pages import pages
 
 pytestmark = pytest.mark.browser
 
@@ -25,6 +26,41 @@ def test_report_draws_its_charts_under_the_csp(page: Any, site: Site, console: C
     page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
     # A file of its own, the report links no favicon; the browser's guess at /favicon.ico is a 404.
     console.expected.append("status of 404 (Not Found)")
+    assert_no_console_errors(console)
+
+
+# Installed before any page script: every CSP violation event of the page, recorded.
+RECORD_VIOLATIONS = """
+window.__violations = [];
+document.addEventListener('securitypolicyviolation',
+  e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + (e.sample || '')));
+"""
+
+
+def test_no_page_needs_an_inline_script(page: Any, site: Site, console: Console) -> None:
+    """script-src has no 'unsafe-inline', and no page, chart, docs page or report violates the policy."""
+    page.set_default_timeout(60_000)  # a dozen pages and a 5 MB report, on a loaded machine
+    page.add_init_script(RECORD_VIOLATIONS)
+    ref = quote(seed.NEW, safe=":")
+    for name, path in [*pages(site).items(), ("report", f"/api/v1/releases/{ref}/report?format=html")]:
+        response = open_page(page, site.url + path) if name != "report" else page.goto(site.url + path)
+        script_src = next(
+            d for d in response.headers["content-security-policy"].split("; ") if d.startswith("script-src")
+        )
+        assert "'unsafe-inline'" not in script_src, (name, script_src)
+        if name == "report":
+            page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+        for state in chart_state(page):
+            assert state["rendered"] and state["hasSvg"], (name, state)
+        assert page.evaluate("() => window.__violations") == [], name
+    for path, ready in (("/docs", ".swagger-ui .info .title"), ("/redoc", "[role=search], .api-content")):
+        response = page.goto(site.url + path)
+        assert "'unsafe-inline'" not in response.headers["content-security-policy"].split("; ")[1], path
+        page.wait_for_selector(ready, timeout=30_000)
+        # ReDoc's footer logo from its CDN is the one load the policy blocks on purpose (img-src).
+        violations = [v for v in page.evaluate("() => window.__violations") if "cdn.redoc.ly" not in v]
+        assert violations == [], path
+    console.expected += ["status of 404 (Not Found)", "https://cdn.redoc.ly/redoc/logo-mini.svg"]
     assert_no_console_errors(console)
 
 

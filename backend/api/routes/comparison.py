@@ -11,7 +11,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.domain.csp import content_security_policy
 from ablate.backend.reports import MEDIA_TYPES, default_filename, render
+from ablate.backend.reports.html import report_script_hashes
 from ablate.backend.reports.json import render_json
 from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText, Line
 from ablate.backend.services import comparison as svc
@@ -151,8 +153,8 @@ def release_report(
     stamp = datetime.now(UTC) if timestamp else None
     body = render(result, format, generated_at=stamp, advice=advice, history=history)
     disposition = "attachment" if download else "inline"
-    return Response(
-        content=body,
-        media_type=MEDIA_TYPES[format],
-        headers={"Content-Disposition": content_disposition(disposition, default_filename(result, format))},
-    )
+    headers = {"Content-Disposition": content_disposition(disposition, default_filename(result, format))}
+    if format == "html":
+        # The report's inline scripts (plotly.js, the figure drawer) are allowed by hash, nothing else.
+        headers["Content-Security-Policy"] = content_security_policy(report_script_hashes())
+    return Response(content=body, media_type=MEDIA_TYPES[format], headers=headers)

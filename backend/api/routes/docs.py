@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from ablate.backend.api import auth
+from ablate.backend.domain.csp import content_security_policy, inline_script_hashes
 from ablate.backend.web.auth import require_page_reader
 from ablate.backend.web.errors import PageRoute
 
@@ -34,7 +35,7 @@ def openapi(request: Request) -> JSONResponse:
 
 @pages.get("/docs", response_class=HTMLResponse)
 def swagger_ui(request: Request) -> HTMLResponse:
-    return get_swagger_ui_html(
+    page = get_swagger_ui_html(
         openapi_url=OPENAPI_URL,
         title=f"{request.app.title} API",
         swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
@@ -42,6 +43,10 @@ def swagger_ui(request: Request) -> HTMLResponse:
         swagger_favicon_url="/static/favicon.svg",
         swagger_ui_parameters={"persistAuthorization": False, "validatorUrl": None},
     )
+    # Swagger UI starts from one inline script: the policy allows exactly that script by its hash.
+    html = bytes(page.body).decode("utf-8")
+    page.headers["content-security-policy"] = content_security_policy(inline_script_hashes(html))
+    return page
 
 
 @pages.get("/redoc", response_class=HTMLResponse)

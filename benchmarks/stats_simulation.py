@@ -2,7 +2,7 @@
 analysis functions only (the ones the comparison service calls), printing coverage and
 false-positive/power tables.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/statistics.py [--trials 1000] [--seed 0] [--only NAME ...]
+    PYTHONPATH=. .venv/bin/python benchmarks/stats_simulation.py [--trials 1000] [--seed 0] [--only NAME ...]
 
 Sizes n = 2, 3, 5, 10 repeats per side; CV 1, 2, 5%; normal noise (value = mu (1 + cv z)) and
 log-normal noise (value = mu exp(s z), s = sqrt(log(1 + cv^2)), median mu); equal and unequal
