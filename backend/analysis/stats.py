@@ -97,9 +97,23 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sample std of sorted values; exactly (value, 0) when all are equal (no rounding)."""
     if values[0] == values[-1]:
         return float(values[0]), 0.0
+    mean, sd = scaled_mean_sd(values)
+    return mean, sd if sd is not None else 0.0
+
+
+def scaled_mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample std (None below two values), overflow-safe: any finite values give a finite
+    mean (a sum of values near 1e308 would overflow), and the std is inf rather than an error."""
     n = len(values)
-    mean = math.fsum(values) / n
-    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    # Scaled only where squares could overflow, so ordinary samples keep their exact old figures.
+    top = max(abs(v) for v in values)
+    scale = top if top > 1e150 else 1.0
+    scaled = [v / scale for v in values] if scale != 1.0 else list(values)
+    m = math.fsum(scaled) / n
+    mean = m * scale
+    if n < 2:
+        return mean, None
+    return mean, math.sqrt(math.fsum((v - m) ** 2 for v in scaled) / (n - 1)) * scale
 
 
 def log_t_interval(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
@@ -172,8 +186,7 @@ def _summary(arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float) ->
         return Summary(0, None, None, None, None, None, None, None, None, confidence, True, ("no values",))
     median = sorted_median(arr)
     values = arr.tolist()  # a handful of floats: plain Python beats numpy's per-call overhead
-    mean = math.fsum(values) / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n >= 2 else None
+    mean, std = scaled_mean_sd(values)
     cv = std / abs(mean) if std is not None and mean != 0 else None
     ci = log_t_interval(arr, confidence)
     upper = cv_upper_bound(arr, confidence)

@@ -218,12 +218,6 @@ def test_huge_metric_values_are_refused_and_pages_keep_answering(
     _assert_pages_answer(live_server, ci, new)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="open: the analysis is not overflow-safe (analysis/stats.py _summary: math.fsum overflows on "
-    "1e308 values); only new values are bounded (±1e15), rows stored before the bound still give 500",
-)
 def test_huge_values_stored_before_the_bound_keep_every_page_answering(
     live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
 ) -> None:
