@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db import series_codec
 from ablate.backend.db.models import (
+    AuditEvent,
     Cluster,
     Release,
     Run,
@@ -83,6 +84,8 @@ _COLUMNS = (
     Run.current_step,
     Run.total_steps,
     Run.latest_throughput,
+    Run.excluded_at,
+    Run.exclusion_reason,
 )
 
 
@@ -139,6 +142,13 @@ def _id_for(session: Session, kind: str, name: str) -> int | None:
             cache.by_name[kind][name] = entry_id
             cache.by_id[kind][entry_id] = name
     return entry_id
+
+
+def forget_release(session: Session, ref: str, release_id: int) -> None:
+    """Drop a deleted release from this process's name cache (SQLite may hand its id out again)."""
+    cache = _cache(session)
+    cache.by_name["release"].pop(ref, None)
+    cache.by_id["release"].pop(release_id, None)
 
 
 def list_runs(
@@ -202,6 +212,8 @@ def list_runs(
             "progress": progress(current_step, total_steps, status),
             "latest_throughput": latest_throughput,
             "metrics": metrics.get(run_id, {}),
+            "excluded_at": excluded_at,
+            "exclusion_reason": exclusion_reason,
         }
         for (
             run_id,
@@ -220,6 +232,8 @@ def list_runs(
             current_step,
             total_steps,
             latest_throughput,
+            excluded_at,
+            exclusion_reason,
         ) in rows
     ]
     return items, (encode_cursor(rows[-1][0]) if more else None)
@@ -297,6 +311,14 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
         "failure_kind": run.failure_kind,
         "log_tail": run.log_tail,
         "log_path": run.log_path,
+        "excluded_at": run.excluded_at,
+        "exclusion_reason": run.exclusion_reason,
+        # its exclusions and re-inclusions, newest first (services/hygiene.py writes them)
+        "exclusions": list(
+            session.scalars(
+                select(AuditEvent).where(AuditEvent.run_id == run.id).order_by(AuditEvent.id.desc())
+            )
+        ),
     }
 
 
