@@ -5,14 +5,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import StringConstraints
+from pydantic import AfterValidator, StringConstraints
 
 from ablate.backend.schemas.common import Line, Out, Strict
 
 MAX_REASON = 1_000
 # Why a run is excluded or re-included: one line (it is shown in lists, struck-through rows and
 # the audit), surrounding spaces dropped, never empty.
-Reason = Annotated[Line, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON)]
+def _not_blank(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be empty or blank: say why")
+    return value
+
+
+Reason = Annotated[Line, StringConstraints(max_length=MAX_REASON), AfterValidator(_not_blank)]
 
 
 class ExcludeRequest(Strict):
