@@ -10,6 +10,8 @@ from pydantic import AfterValidator, StringConstraints
 from ablate.backend.schemas.common import Line, Out, Strict
 
 MAX_REASON = 1_000
+
+
 # Why a run is excluded or re-included: one line (it is shown in lists, struck-through rows and
 # the audit), surrounding spaces dropped, never empty.
 def _not_blank(value: str) -> str:
