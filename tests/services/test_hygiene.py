@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from ablate.backend import reports
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import (
     AuditEvent,
@@ -209,3 +210,21 @@ def test_deleting_a_study_refuses_while_runs_are_active(database: Database) -> N
         counts, _event = hygiene.delete_study(s, study_id, WHO)
     assert counts == {"studies": 1, "runs": 2, "run_metrics": 2, "run_series": 0, "run_series_levels": 0}
     assert (_count(database, Run), _count(database, Study), _count(database, Release)) == (0, 0, 1)
+
+
+def test_reports_in_every_format_leave_the_excluded_run_out(standard: Database) -> None:
+    def render_all() -> dict[str, str]:
+        with standard.read() as s:
+            comp = svc.build_release_comparison(s, REF, options=OPTS)
+        return {fmt: reports.render(comp, fmt) for fmt in reports.FORMATS}
+
+    before = render_all()
+    run_id = _run_id(standard, "25.12", QWEN, "Base+ACCL", 0)
+    with standard.transaction() as s:
+        hygiene.exclude_run(s, run_id, "wrong image pushed under this tag", WHO)
+    after = render_all()
+    assert all(after[fmt] != before[fmt] for fmt in reports.FORMATS)
+    assert f"run {run_id} excluded: wrong image pushed under this tag" in after["md"]
+    with standard.transaction() as s:
+        hygiene.include_run(s, run_id, None, WHO)
+    assert render_all() == before
