@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.api.conftest import auth, make_token
-from tests.api.helpers import RELEASE, REF, result
+from tests.api.helpers import REF, RELEASE, result
 from tests.api.test_studies import plan
 from tests.support.live_server import LiveServer, start_live_server
 from tests.web.conftest import Console
@@ -32,14 +32,14 @@ def server(db_url: str) -> Iterator[LiveServer]:
 
 
 def _line_through(page: Any, selector: str) -> bool:
-    return bool(
-        page.eval_on_selector(selector, "el => getComputedStyle(el).textDecorationLine.includes('line-through')")
-    )
+    style = "el => getComputedStyle(el).textDecorationLine"
+    return "line-through" in str(page.eval_on_selector(selector, style))
 
 
 def test_excluded_run_is_struck_through_and_the_audit_shows(
     server: LiveServer, page: Any, console: Console, screenshots: Path, backend: str
 ) -> None:
+    page.set_default_timeout(60_000)  # the pages and plotly on a loaded 2-core machine
     admin = auth(make_token(server.database, "data-steward", "admin"))
     ci = auth(make_token(server.database, "web-ci", "submit"))
     with httpx.Client(base_url=server.api, timeout=30.0) as http:
