@@ -64,6 +64,26 @@ def _record(
     return event
 
 
+def _record_run(
+    session: Session,
+    who: Principal,
+    action: AuditAction,
+    run: Run,
+    reason: str | None,
+    details: dict[str, Any],
+) -> AuditEvent:
+    return _record(
+        session,
+        who,
+        action,
+        run_id=run.id,
+        study_id=run.study_id,
+        release=run.release.ref,
+        reason=reason,
+        details=details,
+    )
+
+
 def _cell(run: Run) -> dict[str, Any]:
     return {
         "cluster": run.cluster.name,
@@ -85,17 +105,7 @@ def exclude_run(session: Session, run_id: int, reason: str, who: Principal) -> t
         )
     run.excluded_at = utcnow()
     run.exclusion_reason = reason
-    event = _record(
-        session,
-        who,
-        AuditAction.exclude_run,
-        run_id=run.id,
-        study_id=run.study_id,
-        release=run.release.ref,
-        reason=reason,
-        details=_cell(run),
-    )
-    return run, event
+    return run, _record_run(session, who, AuditAction.exclude_run, run, reason, _cell(run))
 
 
 def include_run(session: Session, run_id: int, reason: str | None, who: Principal) -> tuple[Run, AuditEvent]:
@@ -106,17 +116,7 @@ def include_run(session: Session, run_id: int, reason: str | None, who: Principa
     details = {**_cell(run), "excluded_at": run.excluded_at.isoformat(), "excluded_for": run.exclusion_reason}
     run.excluded_at = None
     run.exclusion_reason = None
-    event = _record(
-        session,
-        who,
-        AuditAction.include_run,
-        run_id=run.id,
-        study_id=run.study_id,
-        release=run.release.ref,
-        reason=reason,
-        details=details,
-    )
-    return run, event
+    return run, _record_run(session, who, AuditAction.include_run, run, reason, details)
 
 
 def _refuse_active(session: Session, where: Any, what: str) -> None:
