@@ -14,7 +14,7 @@ from ablate.backend.api.middleware import (
     SecurityHeadersMiddleware,
 )
 from ablate.backend.api.routes import advice as advice_routes
-from ablate.backend.api.routes import catalog, health, metrics, results, runs, studies, tokens
+from ablate.backend.api.routes import catalog, health, hygiene, metrics, results, runs, studies, tokens
 from ablate.backend.api.routes import comparison as comparison_routes
 from ablate.backend.api.routes import docs as docs_routes
 from ablate.backend.api.routes import history as history_routes
@@ -58,7 +58,7 @@ def create_app(
     # Before catalog: its GET /releases/{ref:path} would swallow /releases/{ref}/comparison and /report.
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
     app.include_router(history_routes.router, prefix=API_PREFIX)
-    for module in (catalog, studies, runs, results, tokens):
+    for module in (catalog, studies, runs, results, tokens, hygiene):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(advice_routes.router, prefix=API_PREFIX)
     # The dashboard: pages after the API routes, its static files, and HTML 404s for non-API paths

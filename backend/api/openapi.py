@@ -4,7 +4,8 @@ bearer security scheme (Swagger UI's Authorize button).
 The statuses follow from what a route is: every operation may answer 422 (the control-character
 check applies to any path or query); one behind a token 401 (and 403 when it needs more than
 ``read``); one with path parameters or names 404; one with a body 400 (not JSON) and 413 (too large);
-a write 409 (a conflicting definition, or data stored meanwhile).
+a write 409 (a conflicting definition, data stored meanwhile, a deletion refused while runs are
+active).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _statuses(route: Any, method: str) -> set[int]:
         statuses.add(404)
     if route.dependant.body_params or (route.openapi_extra or {}).get("requestBody"):
         statuses |= {400, 413}
-    if method in ("POST", "PATCH"):
+    if method in ("POST", "PATCH", "DELETE"):
         statuses.add(409)
     if route.path == "/readyz":
         statuses.add(503)

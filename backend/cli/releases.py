@@ -9,12 +9,16 @@ import typer
 from pydantic import ValidationError
 
 from ablate.backend.cli.common import App, console, open_database, read_yaml, settings
+from ablate.backend.cli.hygiene import delete_release
 from ablate.backend.cli.serve import prepare_database
 from ablate.backend.errors import AblateError
 from ablate.backend.schemas.catalog import ReleaseCreate
 from ablate.backend.services import catalog
 
-app = App(help="Releases of training images: import from a manifest file.", no_args_is_help=True)
+app = App(
+    help="Releases of training images: import from a manifest file, delete one on a server.",
+    no_args_is_help=True,
+)
 
 
 def load_release_file(path: Path) -> ReleaseCreate:
@@ -70,3 +74,6 @@ def import_(
         console.print(f"merged {file} into release {ref}:", highlight=False, soft_wrap=True)
         for change in changes:
             console.print(f"  {change}", highlight=False, soft_wrap=True)
+
+
+app.command("delete")(delete_release)

@@ -21,13 +21,15 @@ from rich.text import Text
 
 from ablate.backend.cli.common import App, console, err_console, read_yaml
 from ablate.backend.cli.http import client, describe_problem, request_json
+from ablate.backend.cli.hygiene import delete_study
 from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.errors import AblateError
 from ablate.backend.schemas.common import UNION_TAGS
 from ablate.backend.schemas.studies import StudyPlan
 
 app = App(
-    help="Studies on a server: submit a plan, follow it, list, show, cancel, read logs.", no_args_is_help=True
+    help="Studies on a server: submit a plan, follow it, list, show, cancel, delete, read logs.",
+    no_args_is_help=True,
 )
 
 SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
@@ -234,3 +236,6 @@ def print_node_logs(http: httpx.Client, run_id: int, node: int, files: list[dict
             raise AblateError(describe_problem(response))
         sys.stdout.write(response.text)
         sys.stdout.flush()
+
+
+app.command("delete")(delete_study)

@@ -200,6 +200,9 @@ class Run(Base):
     current_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
     total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     latest_throughput: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Set by an admin's exclusion (services/hygiene.py): the run stays listed, but no analysis reads it.
+    excluded_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    exclusion_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     study: Mapped[Study | None] = relationship(back_populates="runs")
     release: Mapped[Release] = relationship()
@@ -273,6 +276,35 @@ class RunSeriesLevel(Base):
     n_points: Mapped[int] = mapped_column(Integer)
     steps: Mapped[bytes] = mapped_column(LargeBinary)
     values: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class AuditAction(enum.StrEnum):
+    exclude_run = "exclude_run"
+    include_run = "include_run"
+    delete_study = "delete_study"
+    delete_release = "delete_release"
+
+
+class AuditEvent(Base):
+    """Who excluded, re-included or deleted what, when and why.
+
+    No foreign keys on purpose: the record of a deleted study or release must outlive it, so the
+    subjects are kept as plain ids and the release as its ``image:tag``."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (CheckConstraint(_in("action", AuditAction), name="action"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = _created()
+    actor: Mapped[str] = mapped_column(String(NAME))  # the token's name, e.g. "ci-admin"
+    actor_token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    action: Mapped[str] = mapped_column(String(16))
+    run_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    study_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    release: Mapped[str | None] = mapped_column(String(265), nullable=True, index=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # what a deletion removed (counts per kind, run ids), or the run's cell for an exclusion
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
 class ApiToken(Base):

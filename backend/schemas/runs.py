@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from ablate.backend.schemas.common import Out
+from ablate.backend.schemas.hygiene import AuditOut
 
 
 class RunItem(Out):
@@ -27,6 +28,8 @@ class RunItem(Out):
     progress: float | None
     latest_throughput: float | None
     metrics: dict[str, float]
+    excluded_at: datetime | None = None  # set: left out of every analysis, for exclusion_reason
+    exclusion_reason: str | None = None
 
 
 class RunPage(Out):
@@ -75,6 +78,9 @@ class RunDetail(Out):
     failure_kind: str | None
     log_tail: str | None
     log_path: str | None
+    excluded_at: datetime | None = None
+    exclusion_reason: str | None = None
+    exclusions: list[AuditOut] = []
 
 
 class SeriesOut(Out):

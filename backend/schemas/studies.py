@@ -76,6 +76,8 @@ class StudyRunOut(Out):
     finished_at: datetime | None
     error: str | None
     failure_kind: str | None = None
+    excluded_at: datetime | None = None  # set: left out of every analysis, for exclusion_reason
+    exclusion_reason: str | None = None
 
 
 class StudyOut(Out):

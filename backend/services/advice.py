@@ -32,6 +32,7 @@ from ablate.backend.analysis import checkpointing as model
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
 from ablate.backend.domain.factors import normalize_factor
 from ablate.backend.services import catalog
+from ablate.backend.services.comparison.loading import NOT_EXCLUDED
 from ablate.backend.services.errors import ValidationProblem
 from ablate.workers.runners.torch_llm.config import PRESETS, resolve_model
 
@@ -373,7 +374,7 @@ class ClusterRuns:
     (runs, the metrics the advisor reads, their releases and variants), loaded once per cluster."""
 
     def __init__(self, session: Session, cluster: Cluster) -> None:
-        ok = (Run.cluster_id == cluster.id, Run.status == RunStatus.succeeded.value)
+        ok = (Run.cluster_id == cluster.id, Run.status == RunStatus.succeeded.value, NOT_EXCLUDED)
         rows = session.execute(
             select(Run.id, Run.workload_id, Run.release_id, Run.variant_id, Run.provenance, Run.environment)
             .where(*ok)
@@ -597,7 +598,7 @@ def release_advice(session: Session, release_ref: str) -> ReleaseAdvice:
         select(Cluster.name, Workload.name)
         .join(Run, Run.cluster_id == Cluster.id)
         .join(Workload, Run.workload_id == Workload.id)
-        .where(Run.release_id == release.id, Run.status == RunStatus.succeeded.value)
+        .where(Run.release_id == release.id, Run.status == RunStatus.succeeded.value, NOT_EXCLUDED)
         .distinct()
         .order_by(Cluster.name, Workload.name)
     ).all()

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db import series_codec
 from ablate.backend.db.models import (
+    AuditEvent,
     Cluster,
     Release,
     Run,
@@ -95,6 +96,8 @@ _COLUMNS = (
     Run.current_step,
     Run.total_steps,
     Run.latest_throughput,
+    Run.excluded_at,
+    Run.exclusion_reason,
 )
 
 
@@ -163,6 +166,13 @@ def unknown_names(session: Session, filters: RunFilters) -> list[tuple[str, str]
     ]
 
 
+def forget_release(session: Session, ref: str, release_id: int) -> None:
+    """Drop a deleted release from this process's name cache (SQLite may hand its id out again)."""
+    cache = _cache(session)
+    cache.by_name["release"].pop(ref, None)
+    cache.by_id["release"].pop(release_id, None)
+
+
 def list_runs(
     session: Session, filters: RunFilters, *, cursor: str | None = None, limit: int = 50
 ) -> tuple[list[dict[str, Any]], str | None]:
@@ -227,6 +237,8 @@ def list_runs(
             "progress": progress(current_step, total_steps, status),
             "latest_throughput": latest_throughput,
             "metrics": metrics.get(run_id, {}),
+            "excluded_at": excluded_at,
+            "exclusion_reason": exclusion_reason,
         }
         for (
             run_id,
@@ -245,6 +257,8 @@ def list_runs(
             current_step,
             total_steps,
             latest_throughput,
+            excluded_at,
+            exclusion_reason,
         ) in rows
     ]
     return items, (encode_cursor(rows[-1][0]) if more else None)
@@ -322,6 +336,14 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
         "failure_kind": run.failure_kind,
         "log_tail": run.log_tail,
         "log_path": run.log_path,
+        "excluded_at": run.excluded_at,
+        "exclusion_reason": run.exclusion_reason,
+        # its exclusions and re-inclusions, newest first (services/hygiene.py writes them)
+        "exclusions": list(
+            session.scalars(
+                select(AuditEvent).where(AuditEvent.run_id == run.id).order_by(AuditEvent.id.desc())
+            )
+        ),
     }
 
 

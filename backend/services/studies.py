@@ -244,6 +244,8 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
             "finished_at": run.finished_at,
             "error": run.error,
             "failure_kind": run.failure_kind,
+            "excluded_at": run.excluded_at,
+            "exclusion_reason": run.exclusion_reason,
         }
         for run, variant, workload in rows
     ]

@@ -23,7 +23,7 @@ from ablate.backend.web.errors import PageRoute
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.paths import DRAW_FIGURES_URL, PLOTLY_URL
 from ablate.backend.web.templating import render
-from ablate.backend.web.views import clusters, compare, home, release, run, runlist, studies
+from ablate.backend.web.views import audit, clusters, compare, home, release, run, runlist, studies
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 # What must stay reachable without a token: the login form and the (public) plotly library.
@@ -121,7 +121,9 @@ def release_page(request: Request, ref: str) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
         page = release.release_page(session, ref, filters, request.app.state.settings, request.query_params)
-    return render(request, "release.html", {"section": "releases", "page": page, "charts": page.chart_count})
+        changes = audit.release_changes(session, page.comparison.release.ref)
+    context = {"section": "releases", "page": page, "charts": page.chart_count, "changes": changes}
+    return render(request, "release.html", context)
 
 
 @pages.get("/compare", response_class=HTMLResponse)

@@ -17,6 +17,7 @@ TABLES = {
     "clusters",
     "studies",
     "runs",
+    "audit_events",
     "run_metrics",
     "run_series",
     "api_tokens",

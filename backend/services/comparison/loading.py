@@ -2,6 +2,11 @@
 
 Core rows, not ORM entities, for the runs and their metrics: tens of thousands of tuples load several
 times faster. Only succeeded runs enter the statistics; the others are kept to be counted and listed.
+
+Runs an admin excluded (``runs.excluded_at``) are loaded here with the status ``excluded``, whatever
+they ended as: every analysis reads runs through these queries, so an excluded run leaves all of them
+(ladders, factorial effects, deltas, lookbacks, compare, reports, the home card, the advisor) while
+still being listed as left out.
 """
 
 from __future__ import annotations
@@ -11,13 +16,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import case, literal, select
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
 from ablate.backend.services.comparison.model import DEFAULT_LADDER, MEMORY_METRICS, PRIMARY_METRICS
 
 Cell = tuple[str, str, str]  # cluster, workload, variant names
+
+EXCLUDED = "excluded"  # the status an excluded run has in every analysis
+# The run's status as analyses see it, and the condition for a run to be analysed at all.
+ANALYSED_STATUS = case((Run.excluded_at.is_not(None), literal(EXCLUDED)), else_=Run.status)
+NOT_EXCLUDED = Run.excluded_at.is_(None)
+# Why a run is not analysed: the exclusion's reason, else the run's own error.
+ANALYSED_ERROR = case((Run.excluded_at.is_not(None), Run.exclusion_reason), else_=Run.error)
 
 
 class RunRow(NamedTuple):
@@ -51,7 +63,7 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
         Run.workload_id,
         Run.variant_id,
         Run.repeat,
-        Run.status,
+        ANALYSED_STATUS,
         Run.failure_kind,
         RunMetric.name,
         RunMetric.value,
@@ -174,6 +186,7 @@ def history_values(
         .where(
             Run.release_id.in_(list(release_ids)),
             Run.status == RunStatus.succeeded,
+            NOT_EXCLUDED,
             RunMetric.name.in_(list(metrics)),
         )
     )

@@ -36,6 +36,8 @@ from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import catalog
 from ablate.backend.services.comparison.loading import (
+    ANALYSED_ERROR,
+    ANALYSED_STATUS,
     Catalog,
     Cell,
     Rows,
@@ -137,9 +139,9 @@ def build_release_comparison(
     metrics = pick_metrics(present, opts.metrics)
     by_release.update(history_values(session, [r.id for r in history if r.id not in ids], metrics, cat))
     env_rows = session.execute(
-        select(Run.id, Run.variant_id, Run.status, Run.environment, Run.provenance, Run.error).where(
-            Run.release_id == release.id
-        )
+        select(
+            Run.id, Run.variant_id, ANALYSED_STATUS, Run.environment, Run.provenance, ANALYSED_ERROR
+        ).where(Run.release_id == release.id)
     ).all()
     loaded = _Loaded(release, baseline, source, tuple(history), rows, cat, env_rows, by_release, metrics)
     return _assemble(loaded, opts)
