@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, joinedload
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus
+from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
 
 RUNNING = RunStatus.running.value
@@ -131,6 +132,7 @@ def load_claimed(session: Session, claimed: Sequence[Claimed]) -> tuple[list[Run
             variant=_columns(run.variant),
             cluster=_columns(run.cluster),
             release=_columns(run.release),
+            excluded_nodes=excluded_nodes(run.provenance),
         )
         for run in (by_id[c.run_id] for c in claimed)
     ]
@@ -198,8 +200,17 @@ def hold_for_finish(
     return {r.id: r for r in session.scalars(stmt)}
 
 
-def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_attempt: bool) -> bool:
-    """Give a run back to the queue (an infrastructure failure to retry, or this dispatcher stopping)."""
+def requeue(
+    session: Session,
+    owner: str,
+    run_id: int,
+    *,
+    reason: str,
+    next_attempt: bool,
+    provenance: dict[str, Any] | None = None,
+) -> bool:
+    """Give a run back to the queue (an infrastructure failure to retry, or this dispatcher stopping).
+    ``provenance``, when given, replaces the run's (the nodes its next attempts must avoid)."""
     values: dict[str, object] = {
         "status": QUEUED,
         "lease_owner": None,
@@ -213,6 +224,8 @@ def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_atte
     }
     if next_attempt:
         values["attempt"] = Run.attempt + 1
+    if provenance is not None:
+        values["provenance"] = provenance
     res = session.execute(
         update(Run)
         .where(Run.id == run_id, _mine(owner))

@@ -70,8 +70,8 @@ class Dispatcher:
         self.database = database
         self.owner = owner or dispatcher_id()
         self.cluster_names = cluster_names
-        self.submitter = Submitter(runners)
-        self.watcher = Watcher(self.submitter)
+        self.submitter = Submitter(runners, preflight=settings.preflight)
+        self.watcher = Watcher(self.submitter, placement_timeout_s=settings.placement_timeout_s)
         self.recorder = Recorder(settings, self.owner)
         self._next_tick = 0.0
         self._next_reap = 0.0
@@ -220,5 +220,14 @@ class Dispatcher:
             cluster_names=self.cluster_names,
         )
         rows, studies = claims.load_claimed(session, got)
-        specs = [build_execution_spec(r, self.settings, self.owner) for r in rows]
-        return [Execution.start(spec, time.monotonic()) for spec in specs], studies
+        now = time.monotonic()
+        started = [
+            Execution.start(
+                build_execution_spec(r, self.settings, self.owner),
+                now,
+                excluded=r.excluded_nodes,
+                placement_timeout_s=self.settings.placement_timeout_s,
+            )
+            for r in rows
+        ]
+        return started, studies

@@ -62,4 +62,8 @@ def start_board() -> Any:
 
     from ablate.workers.dispatch.board import ProgressBoard
 
-    return ray.remote(num_cpus=0, max_restarts=-1)(ProgressBoard).remote()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    # On the dispatcher's own node: a board on a worker node would lose every run's progress with it.
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return ray.remote(num_cpus=0, max_restarts=-1)(ProgressBoard).options(scheduling_strategy=here).remote()
