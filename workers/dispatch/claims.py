@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, select, update
 from sqlalchemy.orm import Session, joinedload
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus
+from ablate.workers.dispatch import identity
 from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
 
@@ -38,15 +39,17 @@ class Claimed:
     queue_order: int
 
 
-def _served_clusters(ray_address: str, cluster_names: Sequence[str] | None) -> Select[int]:
-    """Clusters this dispatcher serves: those bound to its Ray address, or to none (the default one)."""
-    cond = or_(Cluster.ray_address.is_(None), Cluster.ray_address == "")
-    if ray_address:
-        cond = or_(cond, Cluster.ray_address == ray_address)
-    q = select(Cluster.id).where(cond)
+def served_clusters(
+    session: Session, gcs_address: str, *, joined: str = "", cluster_names: Sequence[str] | None = None
+) -> list[int]:
+    """The clusters a dispatcher connected to the Ray cluster at ``gcs_address`` serves: those whose
+    ``ray_address`` names that cluster however it is written (see :mod:`.identity`), or none (the
+    default cluster); only ``cluster_names`` when given."""
+    q = select(Cluster.id, Cluster.ray_address)
     if cluster_names:
         q = q.where(Cluster.name.in_(list(cluster_names)))
-    return q
+    rows = [(r.id, r.ray_address) for r in session.execute(q)]
+    return identity.served_ids(rows, gcs_address, joined=joined)
 
 
 def claim_runs(
@@ -55,12 +58,18 @@ def claim_runs(
     *,
     limit: int,
     lease_s: float,
-    ray_address: str = "",
+    gcs_address: str = "",
+    joined: str = "",
     cluster_names: Sequence[str] | None = None,
     now: datetime | None = None,
 ) -> list[Claimed]:
-    """Atomically move up to ``limit`` queued runs (lowest ``queue_order`` first) to running for ``owner``."""
+    """Atomically move up to ``limit`` queued runs (lowest ``queue_order`` first) to running for ``owner``:
+    runs of the clusters it serves (connected to the Ray cluster at ``gcs_address``, after being told
+    to join ``joined``; see :func:`served_clusters`)."""
     if limit <= 0:
+        return []
+    served = served_clusters(session, gcs_address, joined=joined, cluster_names=cluster_names)
+    if not served:
         return []
     now = now or utcnow()
     pick = (
@@ -68,7 +77,7 @@ def claim_runs(
         .where(
             Run.status == QUEUED,
             Run.source == RunSource.scheduled.value,
-            Run.cluster_id.in_(_served_clusters(ray_address, cluster_names)),
+            Run.cluster_id.in_(served),
         )
         .order_by(Run.queue_order, Run.id)
         .limit(limit)

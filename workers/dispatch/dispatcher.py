@@ -216,7 +216,8 @@ class Dispatcher:
             self.owner,
             limit=free,
             lease_s=self.settings.lease_s,
-            ray_address=self.settings.ray_address,
+            gcs_address=self._ray_address,
+            joined=self.settings.ray_address,
             cluster_names=self.cluster_names,
         )
         rows, studies = claims.load_claimed(session, got)

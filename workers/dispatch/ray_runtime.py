@@ -59,10 +59,9 @@ def remote_rendezvous() -> Any:
 
 def start_board() -> Any:
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ablate.workers.dispatch.board import ProgressBoard
-
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     # On the dispatcher's own node: a board on a worker node would lose every run's progress with it.
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
