@@ -75,6 +75,7 @@ class RunDetail(Out):
     failure_kind: str | None
     log_tail: str | None
     log_path: str | None
+    waiting: str | None = None  # a queued run that nothing will start: "waiting: no dispatcher serves ..."
 
 
 class SeriesOut(Out):

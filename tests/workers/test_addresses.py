@@ -7,7 +7,10 @@ import socket
 from pathlib import Path
 
 from ablate.backend.db.database import Database
+from ablate.backend.db.models import Cluster, Study
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef
+from ablate.backend.services.dispatchers import served_cluster_ids
+from ablate.backend.services.studies import study_matrix
 from ablate.workers.dispatch.dispatcher import Dispatcher
 from ablate.workers.dispatch.identity import names_cluster, split_address
 from tests.workers.conftest import FAKE, make_settings, queue_study, runs_of
@@ -62,6 +65,13 @@ def test_auto_serves_clusters_bound_to_its_address_in_any_form(
         )
 
     dispatcher.drain(timeout_s=120, until=served_done)
+    with database.read() as s:  # what the running dispatcher announced
+        served = {s.get(Cluster, cid).name for cid in served_cluster_ids(s)}  # type: ignore[union-attr]
+        waiting = study_matrix(s, s.get(Study, studies["elsewhere"].study_id))["waiting"]  # type: ignore[arg-type]
     dispatcher.shutdown()
     assert served_done()
     assert [r.status for r in runs_of(database, studies["elsewhere"].study_id)] == ["queued"]
+    assert {"by-gcs", "by-client", "by-auto"} <= served and "elsewhere" not in served
+    assert waiting == f"waiting: no dispatcher serves cluster 'elsewhere' (ray_address {ELSEWHERE})"
+    with database.read() as s:  # stopped: it serves nothing any more
+        assert served_cluster_ids(s) == set()

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, select, update
+from sqlalchemy import ColumnElement, and_, delete, select, update
 from sqlalchemy.orm import Session, joinedload
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus
+from ablate.backend.db.models import Cluster, DispatcherPresence, Run, RunSource, RunStatus
 from ablate.workers.dispatch import identity
 from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
@@ -292,3 +292,40 @@ def reap_expired(session: Session, *, max_attempts: int, now: datetime | None = 
     ).all()
     studies = {r.study_id for r in [*requeued, *failed] if r.study_id is not None}
     return Reaped([r.id for r in requeued], [r.id for r in failed], studies)
+
+
+def announce(
+    session: Session,
+    owner: str,
+    *,
+    gcs_address: str,
+    served: Sequence[int],
+    lease_s: float,
+    now: datetime | None = None,
+) -> None:
+    """Say that ``owner`` runs and serves the clusters ``served`` until about three leases from now
+    (renewed every ``lease_s / 3``): what lets a queued run say that no dispatcher serves its cluster."""
+    now = now or utcnow()
+    values = {
+        "gcs_address": gcs_address,
+        "served_cluster_ids": sorted(served),
+        "heartbeat_at": now,
+        "expires_at": now + timedelta(seconds=3 * lease_s),
+    }
+    res = session.execute(
+        update(DispatcherPresence)
+        .where(DispatcherPresence.owner == owner)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE's result is a CursorResult
+        session.add(DispatcherPresence(owner=owner, **values))
+    # dispatchers that stopped without saying so (killed) leave rows behind; they mean nothing now
+    session.execute(
+        delete(DispatcherPresence).where(DispatcherPresence.expires_at < now - timedelta(hours=1))
+    )
+
+
+def retire(session: Session, owner: str) -> None:
+    """``owner`` stops: it serves nothing any more."""
+    session.execute(delete(DispatcherPresence).where(DispatcherPresence.owner == owner))

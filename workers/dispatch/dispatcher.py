@@ -124,7 +124,9 @@ class Dispatcher:
 
     def shutdown(self) -> None:
         """Record what finished already; stop every in-flight run and give it back to the queue (same
-        attempt: not its fault)."""
+        attempt: not its fault); say that this dispatcher serves nothing any more."""
+        with self.database.transaction() as session:
+            claims.retire(session, self.owner)
         outcomes = self.watcher.take_finished()
         if outcomes:
             with self.database.transaction() as session:
@@ -181,6 +183,7 @@ class Dispatcher:
                         claims.write_progress(session, self.owner, run_id, step, total, tput)
             if now >= self._next_reap:
                 self._next_reap = now + max(0.5, self.settings.lease_s / 3)
+                self._announce(session)
                 reaped = claims.reap_expired(session, max_attempts=self.settings.max_attempts)
                 refresh_study_statuses(session, reaped.study_ids)
                 if reaped.requeued or reaped.failed:
@@ -188,6 +191,14 @@ class Dispatcher:
         for run_id in [r for r in self.executions if r not in held]:
             log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)
             self.watcher.stop(run_id)
+
+    def _announce(self, session: Session) -> None:
+        served = claims.served_clusters(
+            session, self._ray_address, joined=self.settings.ray_address, cluster_names=self.cluster_names
+        )
+        claims.announce(
+            session, self.owner, gcs_address=self._ray_address, served=served, lease_s=self.settings.lease_s
+        )
 
     def _record_and_claim(self) -> tuple[int, int]:
         """One transaction: record the finished runs, then claim as many queued runs as there are free
