@@ -102,3 +102,22 @@ def runs_of(database: Database, study_id: int) -> list[Run]:
 
 CPU1 = ClusterDef(name="cpu-1", accelerator="cpu", nodes=1, devices_per_node=1)
 FAKE = WorkloadDef(name="fake", runner="fake", runner_options={"steps": 3})
+
+
+def run_own_ray(module: str, *args: str, timeout_s: float = 400.0) -> dict[str, Any]:
+    """Run ``python -m tests.workers.<module> ARGS`` (a script that starts its own multi-node Ray: a
+    second Ray cluster cannot share the test session's process); returns the JSON its last line prints."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", f"tests.workers.{module}", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result

@@ -4,18 +4,13 @@ and the next study's runs follow."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ablate.backend.db.database import Database
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from tests.workers.conftest import CPU1, FAKE, queue_study, runs_of
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.workers.conftest import CPU1, FAKE, queue_study, run_own_ray, runs_of
 
 
 def test_a_node_lost_mid_run_is_named_avoided_and_the_queue_moves_on(
@@ -31,15 +26,7 @@ def test_a_node_lost_mid_run_is_named_avoided_and_the_queue_moves_on(
     )
     first = queue_study(database, cluster=two, variants=[VariantDef(name="A")], workloads=[held])
     second = queue_study(database, cluster=CPU1, variants=[VariantDef(name="A")], workloads=[FAKE], repeats=2)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.workers.node_loss", db_url, str(tmp_path), str(node_dir), str(release)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    killed = json.loads(proc.stdout.strip().splitlines()[-1])["killed"]
+    killed = run_own_ray("node_loss", db_url, str(tmp_path), str(node_dir), str(release))["killed"]
 
     (run,) = runs_of(database, first.study_id)
     assert (run.status, run.attempt, run.error) == ("succeeded", 2, None)

@@ -2,7 +2,9 @@
 
 :func:`claim_runs` takes queued runs, :func:`load_claimed` reads what their specs are built from,
 :func:`renew_leases` / :func:`write_progress` keep them, :func:`hold_for_finish` / :func:`requeue` end
-them, and :func:`reap_expired` recovers the runs of dispatchers that died.
+them, :func:`reap_expired` recovers the runs of dispatchers that died, and :func:`announce` /
+:func:`retire` keep the dispatcher's row in ``dispatchers`` (the clusters it serves, see
+:func:`served_clusters`).
 
 A claim is one ``UPDATE ... RETURNING`` over ``SELECT ... ORDER BY queue_order LIMIT n``. On
 PostgreSQL the select is a CTE taking ``FOR UPDATE SKIP LOCKED``, so concurrent dispatchers never take the

@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.domain.placement import NodeDemand
+from ablate.backend.domain.placement import EXCLUDED_NODE_PREFIX, NodeDemand
 from ablate.backend.domain.runner import RunResult, RunSpec
 from ablate.workers.dispatch.spec import ExecutionSpec
 
 TIMEOUT_GRACE_S = 300.0  # backstop beyond the runner's own timeout (start-up, queueing in Ray)
-EXCLUDED_PREFIX = "excluded_node."  # provenance key of a node a run's later attempts avoid
+EXCLUDED_PREFIX = EXCLUDED_NODE_PREFIX
 
 
 def excluded_nodes(provenance: dict[str, Any] | None) -> dict[str, str]:
