@@ -1,0 +1,43 @@
+"""Drain the queue on a local Ray of two fake PPU nodes whose ``ppu-smi`` (a real script on PATH) fails
+with exit 9 on the node where it first runs and works on the other. Run as ``python -m
+tests.workers.preflight_nodes DB_URL DATA_DIR BIN_DIR`` by test_preflight_nodes.py (a second Ray cluster
+cannot share the test session's process). Prints the node ids as JSON: the failing one is the node
+whose raylet pid the tool wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import ray
+from ray.cluster_utils import Cluster as RayCluster
+
+from ablate.backend.db.database import Database
+from ablate.workers.dispatch.dispatcher import Dispatcher
+from tests.workers.conftest import make_settings
+from tests.workers.fakes import FakeRunner
+
+
+def main(db_url: str, data_dir: str, bin_dir: str) -> None:
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"  # the raylets' workers inherit it
+    nodes = RayCluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    database = Database.from_url(db_url)
+    try:
+        for _ in range(2):
+            nodes.add_node(num_cpus=1, resources={"PPU": 1})
+        ray.init(address=nodes.address, namespace="ablate-preflight", log_to_driver=False)
+        nodes.wait_for_nodes()
+        settings = make_settings(Path(data_dir), max_concurrent_runs=1, preflight="strict")
+        Dispatcher(settings, database, runners={"fake": FakeRunner}).drain(timeout_s=180)
+        raylets = {str(n.all_processes["raylet"][0].process.pid): n.node_id for n in nodes.worker_nodes}
+        print(json.dumps({"raylets": raylets}))
+    finally:
+        database.dispose()
+        ray.shutdown()
+        nodes.shutdown()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
