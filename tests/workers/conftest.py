@@ -121,3 +121,23 @@ def run_own_ray(module: str, *args: str, timeout_s: float = 400.0) -> dict[str, 
     assert proc.returncode == 0, proc.stderr[-4000:]
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def start_ray_cluster(attempts: int = 3) -> Any:
+    """A local multi-node Ray (``ray.cluster_utils.Cluster``) with a CPU-less head. Ray gives a starting
+    node a fixed 30 s to register; on a loaded machine that can pass, so the start is tried again."""
+    from ray.cluster_utils import Cluster as RayCluster
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return RayCluster(
+                initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
+            )
+        except Exception as exc:  # Ray raises a bare Exception for this timeout
+            if "timed out during startup" not in str(exc) or attempt == attempts:
+                raise
+            import psutil
+
+            for child in psutil.Process().children(recursive=True):  # the half-started node's processes
+                child.kill()
+    raise AssertionError("unreachable")

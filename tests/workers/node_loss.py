@@ -12,20 +12,19 @@ import time
 from pathlib import Path
 
 import ray
-from ray.cluster_utils import Cluster as RayCluster
 from sqlalchemy import select
 
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run
 from ablate.workers.dispatch.dispatcher import Dispatcher
-from tests.workers.conftest import make_settings
+from tests.workers.conftest import make_settings, start_ray_cluster
 from tests.workers.fakes import FakeRunner
 
 DEADLINE_S = 150.0  # the whole drain on a loaded machine; the stall this guards against took hours
 
 
 def main(db_url: str, data_dir: str, node_dir: str, release: str) -> None:
-    nodes = RayCluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    nodes = start_ray_cluster()
     database = Database.from_url(db_url)
     dispatcher = None
     try:

@@ -12,17 +12,16 @@ import sys
 from pathlib import Path
 
 import ray
-from ray.cluster_utils import Cluster as RayCluster
 
 from ablate.backend.db.database import Database
 from ablate.workers.dispatch.dispatcher import Dispatcher
-from tests.workers.conftest import make_settings
+from tests.workers.conftest import make_settings, start_ray_cluster
 from tests.workers.fakes import FakeRunner
 
 
 def main(db_url: str, data_dir: str, bin_dir: str) -> None:
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"  # the raylets' workers inherit it
-    nodes = RayCluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    nodes = start_ray_cluster()
     database = Database.from_url(db_url)
     try:
         for _ in range(2):
