@@ -4,6 +4,7 @@ through the real services, and settings with short leases."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ FAKE = WorkloadDef(name="fake", runner="fake", runner_options={"steps": 3})
 
 def run_own_ray(module: str, *args: str, timeout_s: float = 400.0) -> dict[str, Any]:
     """Run ``python -m tests.workers.<module> ARGS`` (a script that starts its own multi-node Ray: a
-    second Ray cluster cannot share the test session's process); returns the JSON its last line prints."""
+    second Ray cluster cannot share the test session's process); returns the JSON it printed last."""
     import json
     import subprocess
     import sys
@@ -119,7 +120,9 @@ def run_own_ray(module: str, *args: str, timeout_s: float = 400.0) -> dict[str, 
         timeout=timeout_s,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the last JSON line: a node's raylet may print its state dump to stdout while it shuts down
+    last = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{"))
+    result: dict[str, Any] = json.loads(last)
     return result
 
 
@@ -141,3 +144,23 @@ def start_ray_cluster(attempts: int = 3) -> Any:
             for child in psutil.Process().children(recursive=True):  # the half-started node's processes
                 child.kill()
     raise AssertionError("unreachable")
+
+
+@contextmanager
+def own_ray(db_url: str, workers: list[dict[str, Any]], namespace: str) -> Iterator[tuple[Any, Database]]:
+    """For the scripts run by :func:`run_own_ray`: a local Ray of a CPU-less head and ``workers`` (each
+    ``add_node``'s arguments), this process connected to it, and the test's database; all torn down."""
+    import ray
+
+    nodes = start_ray_cluster()
+    database = Database.from_url(db_url)
+    try:
+        for worker in workers:
+            nodes.add_node(**worker)
+        ray.init(address=nodes.address, namespace=namespace, log_to_driver=False)
+        nodes.wait_for_nodes()
+        yield nodes, database
+    finally:
+        database.dispose()
+        ray.shutdown()
+        nodes.shutdown()

@@ -11,50 +11,39 @@ import sys
 import time
 from pathlib import Path
 
-import ray
 from sqlalchemy import select
 
-from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run
 from ablate.workers.dispatch.dispatcher import Dispatcher
-from tests.workers.conftest import make_settings, start_ray_cluster
+from tests.workers.conftest import make_settings, own_ray
 from tests.workers.fakes import FakeRunner
 
 DEADLINE_S = 150.0  # the whole drain on a loaded machine; the stall this guards against took hours
 
 
 def main(db_url: str, data_dir: str, node_dir: str, release: str) -> None:
-    nodes = start_ray_cluster()
-    database = Database.from_url(db_url)
-    dispatcher = None
-    try:
-        workers = [nodes.add_node(num_cpus=1) for _ in range(3)]
-        ray.init(address=nodes.address, namespace="ablate-node-loss", log_to_driver=False)
-        nodes.wait_for_nodes()
+    with own_ray(db_url, [{"num_cpus": 1}] * 3, "ablate-node-loss") as (nodes, database):
         settings = make_settings(Path(data_dir), max_concurrent_runs=1, placement_timeout_s=60.0)
         dispatcher = Dispatcher(settings, database, runners={"fake": FakeRunner})
         dispatcher.start()
-        end = time.monotonic() + DEADLINE_S
-        ranks: dict[str, str] = {}
-        while len(ranks) < 2 and time.monotonic() < end:
-            ranks = {p.name.split("-")[0]: p.read_text() for p in Path(node_dir).glob("rank*")}
-            time.sleep(0.1)
-        victim = next(w for w in workers if w.node_id == ranks["rank1"])
-        nodes.remove_node(victim, allow_graceful=False)
-        Path(release).write_text("go")
-        while time.monotonic() < end:
-            with database.read() as s:
-                statuses = set(s.scalars(select(Run.status)))
-            if statuses <= {"succeeded", "failed"}:
-                break
-            time.sleep(0.2)
-        print(json.dumps({"killed": victim.node_id}))
-    finally:
-        if dispatcher is not None:
+        try:
+            end = time.monotonic() + DEADLINE_S
+            ranks: dict[str, str] = {}
+            while len(ranks) < 2 and time.monotonic() < end:
+                ranks = {p.name.split("-")[0]: p.read_text() for p in Path(node_dir).glob("rank*")}
+                time.sleep(0.1)
+            victim = next(w for w in nodes.worker_nodes if w.node_id == ranks["rank1"])
+            nodes.remove_node(victim, allow_graceful=False)
+            Path(release).write_text("go")
+            while time.monotonic() < end:
+                with database.read() as s:
+                    statuses = set(s.scalars(select(Run.status)))
+                if statuses <= {"succeeded", "failed"}:
+                    break
+                time.sleep(0.2)
+            print(json.dumps({"killed": victim.node_id}))
+        finally:
             dispatcher.stop()
-        database.dispose()
-        ray.shutdown()
-        nodes.shutdown()
 
 
 if __name__ == "__main__":

@@ -12,20 +12,13 @@ from pathlib import Path
 
 import ray
 
-from ablate.backend.db.database import Database
 from ablate.workers.dispatch.dispatcher import Dispatcher
-from tests.workers.conftest import make_settings, start_ray_cluster
+from tests.workers.conftest import make_settings, own_ray
 from tests.workers.fakes import FakeRunner
 
 
 def main(db_url: str, data_dir: str) -> None:
-    nodes = start_ray_cluster()
-    database = Database.from_url(db_url)
-    try:
-        for _ in range(2):
-            nodes.add_node(num_cpus=1)
-        ray.init(address=nodes.address, namespace="ablate-placement", log_to_driver=False)
-        nodes.wait_for_nodes()
+    with own_ray(db_url, [{"num_cpus": 1}, {"num_cpus": 1}], "ablate-placement") as (_, database):
         started = Path(data_dir) / "blocker-started"
 
         @ray.remote(num_cpus=1)
@@ -40,10 +33,6 @@ def main(db_url: str, data_dir: str) -> None:
         Dispatcher(settings, database, runners={"fake": FakeRunner}).drain(timeout_s=180)
         ray.cancel(held, force=True)
         print(json.dumps({"drained_at": time.time()}))
-    finally:
-        database.dispose()
-        ray.shutdown()
-        nodes.shutdown()
 
 
 if __name__ == "__main__":

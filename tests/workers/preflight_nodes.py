@@ -11,31 +11,19 @@ import os
 import sys
 from pathlib import Path
 
-import ray
-
-from ablate.backend.db.database import Database
 from ablate.workers.dispatch.dispatcher import Dispatcher
-from tests.workers.conftest import make_settings, start_ray_cluster
+from tests.workers.conftest import make_settings, own_ray
 from tests.workers.fakes import FakeRunner
 
 
 def main(db_url: str, data_dir: str, bin_dir: str) -> None:
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"  # the raylets' workers inherit it
-    nodes = start_ray_cluster()
-    database = Database.from_url(db_url)
-    try:
-        for _ in range(2):
-            nodes.add_node(num_cpus=1, resources={"PPU": 1})
-        ray.init(address=nodes.address, namespace="ablate-preflight", log_to_driver=False)
-        nodes.wait_for_nodes()
+    workers = [{"num_cpus": 1, "resources": {"PPU": 1}}] * 2
+    with own_ray(db_url, workers, "ablate-preflight") as (nodes, database):
         settings = make_settings(Path(data_dir), max_concurrent_runs=1, preflight="strict")
         Dispatcher(settings, database, runners={"fake": FakeRunner}).drain(timeout_s=180)
         raylets = {str(n.all_processes["raylet"][0].process.pid): n.node_id for n in nodes.worker_nodes}
         print(json.dumps({"raylets": raylets}))
-    finally:
-        database.dispose()
-        ray.shutdown()
-        nodes.shutdown()
 
 
 if __name__ == "__main__":
