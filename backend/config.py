@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field, SecretStr, field_validator
@@ -29,7 +30,11 @@ class Settings(BaseSettings):
         "Production: `postgresql+psycopg://user@host/db`.",
     )
     ray_address: str = Field(
-        default="", description="Ray cluster to join (`ray://...` or `host:port`). Empty: start a local Ray."
+        default="",
+        description="Ray cluster to join (`auto`, `host:port` or `ray://host:port`). Empty: start a local "
+        "Ray of this process's own, even when another Ray runs on the machine (join that one with `auto`). "
+        "A cluster whose `ray_address` names the same Ray cluster, written any of these ways, is served "
+        "by this dispatcher.",
     )
     ray_num_cpus: int | None = Field(
         default=None, description="CPUs of the local Ray instance (empty: all cores of this machine)."
@@ -55,6 +60,19 @@ class Settings(BaseSettings):
         default=3, description="Attempts for a run that fails for infrastructure reasons (not the benchmark)."
     )
     run_timeout_s: float = Field(default=3600.0, description="Default wall-clock limit of one run.")
+    placement_timeout_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="How long a claimed run may wait for Ray to place it (its placement group, or its "
+        "node task to start) before it fails naming the missing resource, so the rest of the queue "
+        "keeps moving. 0: wait up to the run's timeout.",
+    )
+    preflight: Literal["strict", "lenient", "off"] = Field(
+        default="lenient",
+        description="Preflight on each node before a run: `strict` fails a node whose device tool "
+        "(`nvidia-smi`, `ppu-smi`) is missing or fails; `lenient` fails it only when the tool fails and "
+        "records a missing tool as unverified; `off` skips the check.",
+    )
     max_concurrent_runs: int = Field(default=1, description="Runs one dispatcher executes at the same time.")
     noisy_cv: float = Field(
         default=0.05, description="Coefficient of variation above which a result is noisy."

@@ -2,9 +2,12 @@
 does the driver meet the release's requirement, is enough device memory free?
 
 The comparisons are pure functions fed by small probes (``nvidia-smi``, ``ppu-smi``, psutil), so they
-are tested with realistic tool output on machines without the devices. A probe whose tool is missing
-leaves its fact *unverified* (recorded, not failed): a PPU node whose image lacks ``ppu-smi`` should not
-be declared broken by us. A tool that answers with too few devices or too old a driver fails the run.
+are tested with realistic tool output on machines without the devices. A tool that fails (exits
+non-zero, e.g. ``nvidia-smi`` exiting 9 when the driver is not loaded, or hangs) fails the node with its
+output. A missing tool depends on the mode (``ABLATE_PREFLIGHT``): ``lenient`` leaves the fact
+*unverified* (recorded, not failed: a PPU node whose image lacks ``ppu-smi`` should not be declared
+broken by us), ``strict`` fails the node, ``off`` skips the whole check. A tool that answers with too few
+devices or too old a driver fails the run.
 """
 
 from __future__ import annotations
@@ -170,14 +173,28 @@ def visible_subset(devices: Sequence[Device], visible_env: str | None) -> list[D
     return [d for d in devices if d.index in wanted or (d.uuid and d.uuid in wanted)]
 
 
+MODES = ("strict", "lenient", "off")
+TOOL_TIMEOUT_S = 20.0
+
+
+class ToolFailed(Exception):
+    """A device tool that exists but failed: the node's devices are not usable as they are."""
+
+
 def _run(argv: list[str]) -> str | None:
+    """The tool's output; None when it is not installed. Raises :class:`ToolFailed` when it fails."""
     if shutil.which(argv[0]) is None:
         return None
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ToolFailed(f"`{argv[0]}` did not answer within {TOOL_TIMEOUT_S:g} s") from exc
+    except OSError as exc:
+        raise ToolFailed(f"`{argv[0]}` could not be started: {exc}") from exc
+    if done.returncode != 0:
+        output = " ".join(f"{done.stdout}\n{done.stderr}".split())[-1000:]
+        raise ToolFailed(f"`{' '.join(argv)}` exited with {done.returncode}: {output or '(no output)'}")
+    return done.stdout
 
 
 _QUERY = "index,uuid,driver_version,memory.total,memory.free"
@@ -192,7 +209,10 @@ def probe_gpus() -> list[Device] | None:
 
 def probe_ppus() -> list[Device] | None:
     # ppu-smi mirrors nvidia-smi; the CSV query gives driver and memory where the version supports it.
-    text = _run(["ppu-smi", f"--query-ppu={_QUERY}", "--format=csv,noheader,nounits"])
+    try:
+        text = _run(["ppu-smi", f"--query-ppu={_QUERY}", "--format=csv,noheader,nounits"])
+    except ToolFailed:
+        text = ""  # older ppu-smi versions lack the CSV query; the listing below decides
     devices = parse_smi_csv(text) if text else []
     if not devices:
         listing = _run(["ppu-smi", "-L"])
@@ -220,19 +240,33 @@ def run_preflight(
     min_free_fraction: float = DEFAULT_MIN_FREE_FRACTION,
     min_host_free_gib: float = DEFAULT_MIN_HOST_FREE_GIB,
     probe: Any = None,
+    mode: str = "lenient",
 ) -> PreflightReport:
-    """Check this worker for one node's share of a run. ``probe`` replaces the device probe in tests."""
+    """Check this worker for one node's share of a run. ``probe`` replaces the device probe in tests;
+    ``mode`` is one of :data:`MODES` (see the module's docstring)."""
     acc = accelerator.lower()
     facts: dict[str, str] = {"preflight.accelerator": acc}
+    if mode == "off":
+        facts["preflight"] = "off"
+        return PreflightReport(True, None, facts)
     free = host_free_bytes()
     facts["preflight.host_free_gib"] = f"{free / GIB:.1f}"
     if free < min_host_free_gib * GIB:
         return PreflightReport(False, f"only {free / GIB:.2f} GiB host memory free", facts)
     if acc == "cpu":
         return PreflightReport(True, None, facts)
-    devices = (probe or (probe_gpus if acc == "gpu" else probe_ppus))()
     tool = "nvidia-smi" if acc == "gpu" else "ppu-smi"
+    try:
+        devices = (probe or (probe_gpus if acc == "gpu" else probe_ppus))()
+    except ToolFailed as exc:
+        facts["preflight.devices"] = f"failed ({tool} failed)"
+        return PreflightReport(False, f"device tool failed: {exc}", facts)
     if devices is None:
+        if mode == "strict":
+            facts["preflight.devices"] = f"failed ({tool} not available)"
+            return PreflightReport(
+                False, f"`{tool}` is not installed on the node (ABLATE_PREFLIGHT=strict)", facts
+            )
         facts["preflight.devices"] = f"unverified ({tool} not available)"
         return PreflightReport(True, None, facts)
     facts["preflight.devices"] = ",".join(d.index for d in devices) or "none"

@@ -319,3 +319,17 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = _created()
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class DispatcherPresence(Base):
+    """A running dispatcher announcing which clusters it serves (renewed with its leases; a row whose
+    ``expires_at`` passed is a dispatcher that stopped or died). Lets the API say that a queued run
+    waits for a dispatcher nobody runs."""
+
+    __tablename__ = "dispatchers"
+
+    owner: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    gcs_address: Mapped[str] = mapped_column(String(500), default="")  # the Ray cluster connected to
+    served_cluster_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)

@@ -21,6 +21,10 @@ ACCELERATOR_TYPE_LABEL = "ray.io/accelerator-type"
 _IGNORED = re.compile(r"^(node:.*|memory|object_store_memory|bundle_group.*|.*_group_[0-9a-f]+)$")
 
 
+# A run's provenance key naming a Ray node its later attempts avoid (it died or failed preflight).
+EXCLUDED_NODE_PREFIX = "excluded_node."
+
+
 @dataclass(frozen=True)
 class NodeDemand:
     """One node's share of a run: what its Ray task (or placement-group bundle) reserves."""

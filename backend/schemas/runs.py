@@ -81,6 +81,7 @@ class RunDetail(Out):
     excluded_at: datetime | None = None
     exclusion_reason: str | None = None
     exclusions: list[AuditOut] = []
+    waiting: str | None = None  # a queued run that nothing will start: "waiting: no dispatcher serves ..."
 
 
 class SeriesOut(Out):

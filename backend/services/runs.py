@@ -29,11 +29,12 @@ from ablate.backend.db.models import (
     RunMetric,
     RunSeries,
     RunSeriesLevel,
+    RunStatus,
     Variant,
     Workload,
 )
 from ablate.backend.domain.metrics import KNOWN_METRICS, get_metric
-from ablate.backend.services import catalog
+from ablate.backend.services import catalog, dispatchers
 from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
 from ablate.backend.services.errors import NotFound, ValidationProblem
 from ablate.backend.services.studies import progress
@@ -344,7 +345,15 @@ def run_detail(session: Session, run_id: int) -> dict[str, Any]:
                 select(AuditEvent).where(AuditEvent.run_id == run.id).order_by(AuditEvent.id.desc())
             )
         ),
+        "waiting": _waiting(session, run),
     }
+
+
+def _waiting(session: Session, run: Run) -> str | None:
+    """Why a queued run does not start, when nothing will start it (no dispatcher serves its cluster)."""
+    if run.status != RunStatus.queued.value:
+        return None
+    return dispatchers.waiting_reasons(session, [run.cluster]).get(run.cluster_id)
 
 
 def run_series(

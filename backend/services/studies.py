@@ -23,7 +23,7 @@ from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus, Study, 
 from ablate.backend.domain.runner import get_runner
 from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
-from ablate.backend.services import catalog
+from ablate.backend.services import catalog, dispatchers
 from ablate.backend.services.errors import NotFound, ValidationProblem
 from ablate.backend.services.sweeps import check_ckpt_layers
 
@@ -266,6 +266,11 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
         "finished_at": study.finished_at,
         "plan": plan,
         "runs": runs,
+        "waiting": (
+            dispatchers.waiting_reasons(session, [study.cluster]).get(study.cluster_id)
+            if any(r["status"] == RunStatus.queued.value for r in runs)
+            else None
+        ),
     }
 
 

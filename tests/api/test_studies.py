@@ -75,3 +75,26 @@ def test_refusals(live_server: LiveServer, admin: httpx.Client, submit_token: st
     assert_problem(admin.get("/studies/999"), 404)
     assert_problem(admin.post("/studies/999/cancel"), 404)
     assert snapshot(live_server.database) == before
+
+
+def test_queued_runs_say_when_no_dispatcher_serves_their_cluster(
+    live_server: LiveServer, admin: httpx.Client
+) -> None:
+    from ablate.backend.db.models import Cluster
+    from ablate.workers.dispatch import claims
+
+    create_release(admin)
+    study = admin.post("/studies", json=plan(repeats=1)).json()
+    waiting = "waiting: no dispatcher serves cluster 'cpu-box'"
+    assert admin.get(f"/studies/{study['id']}").json()["waiting"] == waiting
+    run_id = study["runs"][0]["id"]
+    assert admin.get(f"/runs/{run_id}").json()["waiting"] == waiting
+    # a dispatcher announces it serves the cluster: nothing to say any more
+    with live_server.database.transaction() as s:
+        cluster_id = s.query(Cluster.id).filter_by(name="cpu-box").scalar()
+        claims.announce(s, "d1", gcs_address="10.0.0.5:6379", served=[cluster_id], lease_s=30)
+    assert admin.get(f"/studies/{study['id']}").json()["waiting"] is None
+    assert admin.get(f"/runs/{run_id}").json()["waiting"] is None
+    with live_server.database.transaction() as s:
+        claims.retire(s, "d1")
+    assert admin.get(f"/runs/{run_id}").json()["waiting"] == waiting

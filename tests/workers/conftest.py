@@ -4,6 +4,7 @@ through the real services, and settings with short leases."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,3 +109,64 @@ def runs_of(database: Database, study_id: int) -> list[Run]:
 
 CPU1 = ClusterDef(name="cpu-1", accelerator="cpu", nodes=1, devices_per_node=1)
 FAKE = WorkloadDef(name="fake", runner="fake", runner_options={"steps": 3})
+
+
+def run_own_ray(module: str, *args: str, timeout_s: float = 400.0) -> dict[str, Any]:
+    """Run ``python -m tests.workers.<module> ARGS`` (a script that starts its own multi-node Ray: a
+    second Ray cluster cannot share the test session's process); returns the JSON it printed last."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", f"tests.workers.{module}", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # the last JSON line: a node's raylet may print its state dump to stdout while it shuts down
+    last = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{"))
+    result: dict[str, Any] = json.loads(last)
+    return result
+
+
+def start_ray_cluster(attempts: int = 3) -> Any:
+    """A local multi-node Ray (``ray.cluster_utils.Cluster``) with a CPU-less head. Ray gives a starting
+    node a fixed 30 s to register; on a loaded machine that can pass, so the start is tried again."""
+    from ray.cluster_utils import Cluster as RayCluster
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return RayCluster(
+                initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
+            )
+        except Exception as exc:  # Ray raises a bare Exception for this timeout
+            if "timed out during startup" not in str(exc) or attempt == attempts:
+                raise
+            import psutil
+
+            for child in psutil.Process().children(recursive=True):  # the half-started node's processes
+                child.kill()
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def own_ray(db_url: str, workers: list[dict[str, Any]], namespace: str) -> Iterator[tuple[Any, Database]]:
+    """For the scripts run by :func:`run_own_ray`: a local Ray of a CPU-less head and ``workers`` (each
+    ``add_node``'s arguments), this process connected to it, and the test's database; all torn down."""
+    import ray
+
+    nodes = start_ray_cluster()
+    database = Database.from_url(db_url)
+    try:
+        for worker in workers:
+            nodes.add_node(**worker)
+        ray.init(address=nodes.address, namespace=namespace, log_to_driver=False)
+        nodes.wait_for_nodes()
+        yield nodes, database
+    finally:
+        database.dispose()
+        ray.shutdown()
+        nodes.shutdown()

@@ -21,7 +21,8 @@ class FakeRunner:
     """``runner_options``: ``steps`` and ``step_s`` (progress), ``fail`` ("benchmark"), ``crash_once``
         (a marker path: the first attempt kills its own Ray worker), ``child`` (start a long-lived child in
         its own session and write its pid to ``<log_dir>/run-<id>.child``), ``hang`` (sleep forever), ``nan``
-    (report a throughput that ingest refuses)."""
+    (report a throughput that ingest refuses), ``node_dir`` (write the Ray node id of each rank there),
+    ``hold_until`` (a marker path: wait until it exists)."""
 
     name = "fake"
 
@@ -37,6 +38,14 @@ class FakeRunner:
         if marker and not Path(marker).exists():
             Path(marker).write_text("crashed")
             os.kill(os.getpid(), signal.SIGKILL)
+        if opts.get("node_dir"):  # say which Ray node this rank runs on
+            import ray
+
+            node = ray.get_runtime_context().get_node_id()
+            Path(opts["node_dir"]).mkdir(parents=True, exist_ok=True)
+            (Path(opts["node_dir"]) / f"rank{spec.rank}-{os.getpid()}").write_text(node)
+        while opts.get("hold_until") and not Path(opts["hold_until"]).exists():
+            time.sleep(0.1)  # until the test lets go (it kills a node meanwhile)
         if opts.get("fail"):
             return RunResult.failed("the benchmark failed by itself", "benchmark", environment=spec.env)
         if opts.get("child"):

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
+
 from ablate.workers.preflight import (
     Device,
     check_driver,
@@ -77,3 +82,54 @@ def test_cpu_preflight_really_runs_here() -> None:
     assert report.ok, report.reason
     assert float(report.facts["preflight.host_free_gib"]) > 0
     assert not run_preflight("cpu", 0, {}, min_host_free_gib=1e9).ok
+
+
+def _fake_tool(bin_dir: Path, name: str, script: str) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    tool = bin_dir / name
+    tool.write_text("#!/bin/sh\n" + script)
+    tool.chmod(0o755)
+
+
+def test_a_failing_device_tool_fails_the_node_with_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a real nvidia-smi stand-in on PATH that fails like one whose driver is not loaded
+    _fake_tool(
+        tmp_path / "bin",
+        "nvidia-smi",
+        'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\nexit 9\n',
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    for mode in ("lenient", "strict"):
+        report = run_preflight("gpu", 1, {}, mode=mode)
+        assert not report.ok
+        assert report.reason is not None and "exited with 9" in report.reason
+        assert "couldn't communicate with the NVIDIA driver" in report.reason
+    assert run_preflight("gpu", 1, {}, mode="off").ok  # off: not even run
+
+
+def test_a_missing_tool_fails_only_in_strict_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # neither nvidia-smi nor ppu-smi
+    assert run_preflight("ppu", 16, {}, mode="lenient").ok
+    strict = run_preflight("ppu", 16, {}, mode="strict")
+    assert (
+        not strict.ok and strict.reason == "`ppu-smi` is not installed on the node (ABLATE_PREFLIGHT=strict)"
+    )
+
+
+def test_an_old_ppu_smi_without_the_csv_query_falls_back_to_its_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_tool(
+        tmp_path / "bin",
+        "ppu-smi",
+        'if [ "$1" = "-L" ]; then\n'
+        '  echo "PPU 0: PPU-X (UUID: PPU-aa)"\n  echo "PPU 1: PPU-X (UUID: PPU-bb)"\n  exit 0\n'
+        'fi\necho "unknown option $1" >&2\nexit 2\n',
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    report = run_preflight("ppu", 2, {}, mode="strict")
+    assert report.ok, report.reason
+    assert report.facts["preflight.devices"] == "0,1"

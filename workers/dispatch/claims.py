@@ -2,7 +2,9 @@
 
 :func:`claim_runs` takes queued runs, :func:`load_claimed` reads what their specs are built from,
 :func:`renew_leases` / :func:`write_progress` keep them, :func:`hold_for_finish` / :func:`requeue` end
-them, and :func:`reap_expired` recovers the runs of dispatchers that died.
+them, :func:`reap_expired` recovers the runs of dispatchers that died, and :func:`announce` /
+:func:`retire` keep the dispatcher's row in ``dispatchers`` (the clusters it serves, see
+:func:`served_clusters`).
 
 A claim is one ``UPDATE ... RETURNING`` over ``SELECT ... ORDER BY queue_order LIMIT n``. On
 PostgreSQL the select is a CTE taking ``FOR UPDATE SKIP LOCKED``, so concurrent dispatchers never take the
@@ -19,11 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, select, update
 from sqlalchemy.orm import Session, joinedload
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus
+from ablate.backend.db.models import Cluster, DispatcherPresence, Run, RunSource, RunStatus
+from ablate.workers.dispatch import identity
+from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
 
 RUNNING = RunStatus.running.value
@@ -37,15 +41,17 @@ class Claimed:
     queue_order: int
 
 
-def _served_clusters(ray_address: str, cluster_names: Sequence[str] | None) -> Select[int]:
-    """Clusters this dispatcher serves: those bound to its Ray address, or to none (the default one)."""
-    cond = or_(Cluster.ray_address.is_(None), Cluster.ray_address == "")
-    if ray_address:
-        cond = or_(cond, Cluster.ray_address == ray_address)
-    q = select(Cluster.id).where(cond)
+def served_clusters(
+    session: Session, gcs_address: str, *, joined: str = "", cluster_names: Sequence[str] | None = None
+) -> list[int]:
+    """The clusters a dispatcher connected to the Ray cluster at ``gcs_address`` serves: those whose
+    ``ray_address`` names that cluster however it is written (see :mod:`.identity`), or none (the
+    default cluster); only ``cluster_names`` when given."""
+    q = select(Cluster.id, Cluster.ray_address)
     if cluster_names:
         q = q.where(Cluster.name.in_(list(cluster_names)))
-    return q
+    rows = [(r.id, r.ray_address) for r in session.execute(q)]
+    return identity.served_ids(rows, gcs_address, joined=joined)
 
 
 def claim_runs(
@@ -54,12 +60,18 @@ def claim_runs(
     *,
     limit: int,
     lease_s: float,
-    ray_address: str = "",
+    gcs_address: str = "",
+    joined: str = "",
     cluster_names: Sequence[str] | None = None,
     now: datetime | None = None,
 ) -> list[Claimed]:
-    """Atomically move up to ``limit`` queued runs (lowest ``queue_order`` first) to running for ``owner``."""
+    """Atomically move up to ``limit`` queued runs (lowest ``queue_order`` first) to running for ``owner``:
+    runs of the clusters it serves (connected to the Ray cluster at ``gcs_address``, after being told
+    to join ``joined``; see :func:`served_clusters`)."""
     if limit <= 0:
+        return []
+    served = served_clusters(session, gcs_address, joined=joined, cluster_names=cluster_names)
+    if not served:
         return []
     now = now or utcnow()
     pick = (
@@ -67,7 +79,7 @@ def claim_runs(
         .where(
             Run.status == QUEUED,
             Run.source == RunSource.scheduled.value,
-            Run.cluster_id.in_(_served_clusters(ray_address, cluster_names)),
+            Run.cluster_id.in_(served),
         )
         .order_by(Run.queue_order, Run.id)
         .limit(limit)
@@ -131,6 +143,7 @@ def load_claimed(session: Session, claimed: Sequence[Claimed]) -> tuple[list[Run
             variant=_columns(run.variant),
             cluster=_columns(run.cluster),
             release=_columns(run.release),
+            excluded_nodes=excluded_nodes(run.provenance),
         )
         for run in (by_id[c.run_id] for c in claimed)
     ]
@@ -198,8 +211,17 @@ def hold_for_finish(
     return {r.id: r for r in session.scalars(stmt)}
 
 
-def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_attempt: bool) -> bool:
-    """Give a run back to the queue (an infrastructure failure to retry, or this dispatcher stopping)."""
+def requeue(
+    session: Session,
+    owner: str,
+    run_id: int,
+    *,
+    reason: str,
+    next_attempt: bool,
+    provenance: dict[str, Any] | None = None,
+) -> bool:
+    """Give a run back to the queue (an infrastructure failure to retry, or this dispatcher stopping).
+    ``provenance``, when given, replaces the run's (the nodes its next attempts must avoid)."""
     values: dict[str, object] = {
         "status": QUEUED,
         "lease_owner": None,
@@ -213,6 +235,8 @@ def requeue(session: Session, owner: str, run_id: int, *, reason: str, next_atte
     }
     if next_attempt:
         values["attempt"] = Run.attempt + 1
+    if provenance is not None:
+        values["provenance"] = provenance
     res = session.execute(
         update(Run)
         .where(Run.id == run_id, _mine(owner))
@@ -270,3 +294,40 @@ def reap_expired(session: Session, *, max_attempts: int, now: datetime | None = 
     ).all()
     studies = {r.study_id for r in [*requeued, *failed] if r.study_id is not None}
     return Reaped([r.id for r in requeued], [r.id for r in failed], studies)
+
+
+def announce(
+    session: Session,
+    owner: str,
+    *,
+    gcs_address: str,
+    served: Sequence[int],
+    lease_s: float,
+    now: datetime | None = None,
+) -> None:
+    """Say that ``owner`` runs and serves the clusters ``served`` until about three leases from now
+    (renewed every ``lease_s / 3``): what lets a queued run say that no dispatcher serves its cluster."""
+    now = now or utcnow()
+    values = {
+        "gcs_address": gcs_address,
+        "served_cluster_ids": sorted(served),
+        "heartbeat_at": now,
+        "expires_at": now + timedelta(seconds=3 * lease_s),
+    }
+    res = session.execute(
+        update(DispatcherPresence)
+        .where(DispatcherPresence.owner == owner)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE's result is a CursorResult
+        session.add(DispatcherPresence(owner=owner, **values))
+    # dispatchers that stopped without saying so (killed) leave rows behind; they mean nothing now
+    session.execute(
+        delete(DispatcherPresence).where(DispatcherPresence.expires_at < now - timedelta(hours=1))
+    )
+
+
+def retire(session: Session, owner: str) -> None:
+    """``owner`` stops: it serves nothing any more."""
+    session.execute(delete(DispatcherPresence).where(DispatcherPresence.owner == owner))

@@ -70,8 +70,8 @@ class Dispatcher:
         self.database = database
         self.owner = owner or dispatcher_id()
         self.cluster_names = cluster_names
-        self.submitter = Submitter(runners)
-        self.watcher = Watcher(self.submitter)
+        self.submitter = Submitter(runners, preflight=settings.preflight)
+        self.watcher = Watcher(self.submitter, placement_timeout_s=settings.placement_timeout_s)
         self.recorder = Recorder(settings, self.owner)
         self._next_tick = 0.0
         self._next_reap = 0.0
@@ -124,7 +124,9 @@ class Dispatcher:
 
     def shutdown(self) -> None:
         """Record what finished already; stop every in-flight run and give it back to the queue (same
-        attempt: not its fault)."""
+        attempt: not its fault); say that this dispatcher serves nothing any more."""
+        with self.database.transaction() as session:
+            claims.retire(session, self.owner)
         outcomes = self.watcher.take_finished()
         if outcomes:
             with self.database.transaction() as session:
@@ -181,6 +183,7 @@ class Dispatcher:
                         claims.write_progress(session, self.owner, run_id, step, total, tput)
             if now >= self._next_reap:
                 self._next_reap = now + max(0.5, self.settings.lease_s / 3)
+                self._announce(session)
                 reaped = claims.reap_expired(session, max_attempts=self.settings.max_attempts)
                 refresh_study_statuses(session, reaped.study_ids)
                 if reaped.requeued or reaped.failed:
@@ -188,6 +191,14 @@ class Dispatcher:
         for run_id in [r for r in self.executions if r not in held]:
             log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)
             self.watcher.stop(run_id)
+
+    def _announce(self, session: Session) -> None:
+        served = claims.served_clusters(
+            session, self._ray_address, joined=self.settings.ray_address, cluster_names=self.cluster_names
+        )
+        claims.announce(
+            session, self.owner, gcs_address=self._ray_address, served=served, lease_s=self.settings.lease_s
+        )
 
     def _record_and_claim(self) -> tuple[int, int]:
         """One transaction: record the finished runs, then claim as many queued runs as there are free
@@ -216,9 +227,19 @@ class Dispatcher:
             self.owner,
             limit=free,
             lease_s=self.settings.lease_s,
-            ray_address=self.settings.ray_address,
+            gcs_address=self._ray_address,
+            joined=self.settings.ray_address,
             cluster_names=self.cluster_names,
         )
         rows, studies = claims.load_claimed(session, got)
-        specs = [build_execution_spec(r, self.settings, self.owner) for r in rows]
-        return [Execution.start(spec, time.monotonic()) for spec in specs], studies
+        now = time.monotonic()
+        started = [
+            Execution.start(
+                build_execution_spec(r, self.settings, self.owner),
+                now,
+                excluded=r.excluded_nodes,
+                placement_timeout_s=self.settings.placement_timeout_s,
+            )
+            for r in rows
+        ]
+        return started, studies

@@ -11,11 +11,21 @@ from datetime import datetime
 from typing import Any
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.domain.placement import NodeDemand
+from ablate.backend.domain.placement import EXCLUDED_NODE_PREFIX, NodeDemand
 from ablate.backend.domain.runner import RunResult, RunSpec
 from ablate.workers.dispatch.spec import ExecutionSpec
 
 TIMEOUT_GRACE_S = 300.0  # backstop beyond the runner's own timeout (start-up, queueing in Ray)
+EXCLUDED_PREFIX = EXCLUDED_NODE_PREFIX
+
+
+def excluded_nodes(provenance: dict[str, Any] | None) -> dict[str, str]:
+    """The nodes earlier attempts of a run excluded (node id -> why), from the run's provenance."""
+    return {
+        k.removeprefix(EXCLUDED_PREFIX): str(v)
+        for k, v in (provenance or {}).items()
+        if k.startswith(EXCLUDED_PREFIX)
+    }
 
 
 @dataclass
@@ -29,6 +39,7 @@ class Outcome:
     attempt: int
     retryable: bool = False
     progress: tuple[int, int, float | None] | None = None  # the runner's last report
+    excluded: dict[str, str] = field(default_factory=dict)  # nodes the next attempts avoid, and why
 
 
 @dataclass
@@ -42,11 +53,30 @@ class Execution:
     waiting: list[Any] = field(default_factory=list)  # Ray references not ready yet
     node_refs: list[Any] = field(default_factory=list)  # one node task per node, in node order
     node_results: dict[int, dict[str, Any]] = field(default_factory=dict)  # by node index
+    # Ray nodes this run must not use (a node that died or failed preflight in an earlier attempt)
+    excluded: dict[str, str] = field(default_factory=dict)
+    placement_deadline: float | None = None  # time.monotonic() by which its placement group is placed
 
     @classmethod
-    def start(cls, plan: ExecutionSpec, now: float) -> Execution:
+    def start(
+        cls,
+        plan: ExecutionSpec,
+        now: float,
+        *,
+        excluded: dict[str, str] | None = None,
+        placement_timeout_s: float = 0.0,
+    ) -> Execution:
         """An execution claimed at ``now`` (``time.monotonic()``)."""
-        return cls(plan, deadline=now + plan.timeout_s + TIMEOUT_GRACE_S)
+        return cls(
+            plan,
+            deadline=now + plan.timeout_s + TIMEOUT_GRACE_S,
+            excluded=dict(excluded or {}),
+            placement_deadline=now + placement_timeout_s if placement_timeout_s > 0 else None,
+        )
+
+    def exclude(self, node_id: str, reason: str) -> None:
+        """Keep the next attempts of this run off ``node_id``."""
+        self.excluded[node_id] = reason
 
     def wait_on(self, ref: Any) -> Any:
         """Note a Ray reference this execution now waits on (until the watcher sees it ready)."""
@@ -85,7 +115,8 @@ class Execution:
         nodes = list(self.node_results.values())
         started = min((_parse_time(n.get("started_at")) for n in nodes), default=None, key=_key)
         finished = max((_parse_time(n.get("finished_at")) for n in nodes), default=None, key=_key)
-        result.provenance = {**self.plan.provenance, **result.provenance, **self.node_facts()}
+        avoided = {f"{EXCLUDED_PREFIX}{node}": why for node, why in self.excluded.items()}
+        result.provenance = {**self.plan.provenance, **avoided, **result.provenance, **self.node_facts()}
         if not result.environment:
             result.environment = dict(self.spec.env)
         lead = self.node_results.get(0, {}).get("progress")
@@ -97,6 +128,7 @@ class Execution:
             self.attempt,
             retryable and result.failure_kind == "infrastructure",
             tuple(lead) if lead else None,
+            dict(self.excluded),
         )
 
 

@@ -59,19 +59,25 @@ def remote_rendezvous() -> Any:
     return ray.remote(num_cpus=0, max_retries=0)(rendezvous)
 
 
-def start_board() -> Any:
+def _actor_on_this_node(cls: type) -> Any:
+    """An actor of ``cls`` with no CPU, restarted if it dies, on the dispatcher's own node: one on a
+    worker node would be lost with that node."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return ray.remote(num_cpus=0, max_restarts=-1)(cls).options(scheduling_strategy=here).remote()
+
+
+def start_board() -> Any:
     from ablate.workers.dispatch.board import ProgressBoard
 
-    return ray.remote(num_cpus=0, max_restarts=-1)(ProgressBoard).remote()
+    return _actor_on_this_node(ProgressBoard)
 
 
 def start_device_allocator() -> Any:
-    """The dispatcher's :class:`~ablate.workers.dispatch.devices.DeviceAllocator` (no CPU, restarted
-    if it dies: the runs then in flight keep their devices, new ones may share until those end)."""
-    import ray
-
+    """The dispatcher's :class:`~ablate.workers.dispatch.devices.DeviceAllocator` (restarted if it
+    dies: the runs then in flight keep their devices, new ones may share until those end)."""
     from ablate.workers.dispatch.devices import DeviceAllocator
 
-    return ray.remote(num_cpus=0, max_restarts=-1)(DeviceAllocator).remote()
+    return _actor_on_this_node(DeviceAllocator)

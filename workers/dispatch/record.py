@@ -18,7 +18,7 @@ from ablate.backend.config import Settings
 from ablate.backend.db.models import Run
 from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
 from ablate.workers.dispatch import claims
-from ablate.workers.dispatch.execution import Outcome
+from ablate.workers.dispatch.execution import EXCLUDED_PREFIX, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,10 @@ class Recorder:
         retry = [o for o in outcomes if o.retryable and o.attempt < self.settings.max_attempts]
         for out in retry:
             reason = f"attempt {out.attempt} failed ({out.result.error}); queued again"
-            if claims.requeue(session, self.owner, out.run_id, reason=reason, next_attempt=True):
+            avoid = {f"{EXCLUDED_PREFIX}{node}": why for node, why in out.excluded.items()}
+            if claims.requeue(
+                session, self.owner, out.run_id, reason=reason, next_attempt=True, provenance=avoid
+            ):
                 log.warning("run %s: %s", out.run_id, reason)
         final = [o for o in outcomes if o not in retry]
         if not final:

@@ -10,7 +10,7 @@ address is known.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ablate.backend.config import Settings
@@ -30,6 +30,7 @@ class RunRows:
     variant: dict[str, Any]
     cluster: dict[str, Any]
     release: dict[str, Any]
+    excluded_nodes: dict[str, str] = field(default_factory=dict)  # Ray node id -> why it is avoided
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,11 @@ NODES_CACHE_S = 2.0
 class Submitter:
     """The dispatcher's Ray handles (node task, rendezvous task, progress board, runner factories)."""
 
-    def __init__(self, runners: Mapping[str, Callable[[], Runner]] | None = None) -> None:
+    def __init__(
+        self, runners: Mapping[str, Callable[[], Runner]] | None = None, *, preflight: str = "lenient"
+    ) -> None:
         self.runners = dict(runners or {})
+        self.preflight = preflight  # ABLATE_PREFLIGHT, handed to every node task
         self.board: Any = None
         self.devices: Any = None  # the DeviceAllocator actor
         self._node_task: Any = None
@@ -59,8 +62,25 @@ class Submitter:
         return nodes
 
     def unplaceable(self, ex: Execution) -> str | None:
-        """Why the Ray cluster could never hold this run (None: it can, maybe later)."""
-        return unplaceable_reason(ex.demand, self.alive_nodes())
+        """Why the Ray cluster could never hold this run (None: it can, maybe later), leaving out the
+        nodes its earlier attempts excluded."""
+        nodes = [n for n in self.alive_nodes() if n.node_id not in ex.excluded]
+        reason = unplaceable_reason(ex.demand, nodes)
+        if reason and ex.excluded:
+            reason += f" (leaving out node(s) excluded by earlier attempts: {_excluded_text(ex.excluded)})"
+        return reason
+
+    def why_not_placed(self, ex: Execution) -> str:
+        """Why a placement group waits: a resource or label no alive node has (once nodes went away),
+        or resources that exist but are held by other work."""
+        self._nodes = (0.0, [])  # fresh: a node may have gone since the run was claimed
+        reason = self.unplaceable(ex)
+        if reason:
+            return reason
+        return (
+            f"{ex.demand.describe()}; enough alive nodes have these resources, but not free at the same "
+            "time (held by other work)"
+        )
 
     def start(self, ex: Execution) -> list[Any]:
         """Submit the first step of ``ex``; returns the new references to wait on."""
@@ -72,7 +92,7 @@ class Submitter:
             ex.demand.bundles(),
             strategy="STRICT_SPREAD",
             name=f"ablate-run-{ex.run_id}",
-            bundle_label_selector=ex.demand.bundle_label_selector(),
+            bundle_label_selector=_bundle_selectors(ex),
         )
         ex.phase = "placing"
         return [ex.wait_on(ex.pg.ready())]
@@ -91,8 +111,9 @@ class Submitter:
         factory = self._factory_ref(ex.spec.runner_name)
         refs = []
         for index, specs in enumerate(per_node):
+            checks = {**ex.plan.checks, "preflight": self.preflight}
             ref = self._node_task.options(**self._node_options(ex, index)).remote(
-                specs, ex.plan.checks, self.board, factory, self.devices
+                specs, checks, self.board, factory, self.devices
             )
             ex.node_refs.append(ref)
             refs.append(ex.wait_on(ref))
@@ -102,6 +123,8 @@ class Submitter:
         opts: dict[str, Any] = {"name": f"ablate-run-{ex.run_id}-node{index}"}
         if ex.pg is None:
             opts.update(ex.demand.task_options())
+            if ex.excluded:
+                opts["label_selector"] = {**opts.get("label_selector", {}), **_avoid(ex)}
         else:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -150,3 +173,22 @@ class Submitter:
             except Exception as exc:
                 log.debug("removing placement group of run %s: %s", ex.run_id, exc)
             ex.pg = None
+
+
+# Ray gives every node this label; a selector ``!in(a,b)`` keeps a task or bundle off those nodes.
+NODE_ID_LABEL = "ray.io/node-id"
+
+
+def _avoid(ex: Execution) -> dict[str, str]:
+    return {NODE_ID_LABEL: f"!in({','.join(sorted(ex.excluded))})"}
+
+
+def _bundle_selectors(ex: Execution) -> list[dict[str, str]] | None:
+    """Every bundle's label selector: the pool's labels and, after a lost or failed node, not that node."""
+    if not ex.excluded:
+        return ex.demand.bundle_label_selector()
+    return [{**ex.demand.labels, **_avoid(ex)} for _ in range(ex.demand.nodes)]
+
+
+def _excluded_text(excluded: Mapping[str, str]) -> str:
+    return "; ".join(f"{node}: {why}" for node, why in sorted(excluded.items()))

@@ -147,6 +147,7 @@ def run_node(
     facts: dict[str, str] = {"host": host}
     node: dict[str, str] = {"host": host, "node_rank": str(lead.node_rank)}
     last_progress: list[Any] = []
+    preflight_failed = False
     try:
         try:
             node = _place_on_node(rank_specs, checks, allocator)
@@ -159,8 +160,10 @@ def run_node(
             checks.get("driver_requirements") or {},
             cuda_version=checks.get("cuda_version"),
             min_free_fraction=float(checks.get("min_free_fraction", preflight.DEFAULT_MIN_FREE_FRACTION)),
+            mode=str(checks.get("preflight", "lenient")),
         )
         facts.update(report.facts)
+        preflight_failed = not report.ok
         if not report.ok:
             result = RunResult.failed(
                 f"preflight failed on {host}: {report.reason}", "infrastructure", environment=lead.env
@@ -192,7 +195,16 @@ def run_node(
         "started_at": started,
         "finished_at": _now(),
         "host": host,
+        "node_id": _ray_node_id(),
+        "preflight_failed": preflight_failed,  # the dispatcher keeps the run's next attempts off this node
         "progress": last_progress or None,
         "node": node,
         "logs": logs.collect(lead),
     }
+
+
+def _ray_node_id() -> str | None:
+    """The Ray node this task runs on (None outside Ray, e.g. a runner test calling run_node directly)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None

@@ -11,6 +11,7 @@ timed-out or unplaceable execution becomes an :class:`~ablate.workers.dispatch.e
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -28,8 +29,9 @@ Progress = tuple[int, int, float | None]  # (step, total, throughput)
 class Watcher:
     """This dispatcher's runs in flight, the references they wait on, and the outcomes not yet recorded."""
 
-    def __init__(self, submitter: Submitter) -> None:
+    def __init__(self, submitter: Submitter, *, placement_timeout_s: float = 0.0) -> None:
         self.submitter = submitter
+        self.placement_timeout_s = placement_timeout_s  # only for the message; deadlines are per run
         self.executions: dict[int, Execution] = {}
         self.finished: list[Outcome] = []  # not recorded yet
         self._ref_owner: dict[Any, int] = {}
@@ -111,11 +113,21 @@ class Watcher:
         try:
             node = ray.get(ref)
         except Exception as exc:
-            self.finish(ex, RunResult.failed(describe_ray_failure(exc, index), "infrastructure"))
+            # Before anything is resubmitted: a dead node is named and kept out of the next attempts
+            # (Ray reports the task's failure at once but marks the node dead only after its health
+            # checks, some seconds later; a retry must not be placed on it meanwhile).
+            dead = dead_node(exc)
+            reason = describe_ray_failure(exc, index)
+            if dead is not None:
+                ex.exclude(*dead)
+                reason = f"node task {index}: {dead[1]}"
+            self.finish(ex, RunResult.failed(reason, "infrastructure"))
             return
         logs.keep(node.pop("logs", None), ex.spec, str(node.get("host", "?")))
         ex.node_results[index] = node
         res = RunResult.from_dict(node["result"])
+        if node.get("preflight_failed") and node.get("node_id"):
+            ex.exclude(str(node["node_id"]), f"failed preflight: {res.error}")
         if not res.succeeded:
             self.finish(ex, res)
         elif len(ex.node_results) == len(ex.node_refs):
@@ -123,6 +135,12 @@ class Watcher:
 
     def check_deadlines(self) -> None:
         now = time.monotonic()
+        for ex in [e for e in self.executions.values() if e.phase == "placing" and e.placement_deadline]:
+            if ex.placement_deadline is not None and now > ex.placement_deadline:
+                # Not retried: the queue behind it must move; the reason says what to fix or add.
+                msg = f"not placed within {self.placement_timeout_s:g} s (ABLATE_PLACEMENT_TIMEOUT_S): "
+                msg += self.submitter.why_not_placed(ex)
+                self.finish(ex, RunResult.failed(msg, "infrastructure"), retryable=False)
         for ex in [e for e in self.executions.values() if now > e.deadline]:
             msg = f"no result within {ex.spec.timeout_s:g} s + {TIMEOUT_GRACE_S:g} s grace (backstop)"
             self.finish(ex, RunResult.failed(msg, "timeout"), retryable=False)
@@ -161,6 +179,27 @@ class Watcher:
             self._ref_owner.pop(ref, None)
         ex.waiting.clear()
         self.executions.pop(ex.run_id, None)
+
+
+_NODE_ID = re.compile(r"node ID: ([0-9a-f]{16,})", re.I)
+
+
+def dead_node(exc: BaseException) -> tuple[str, str] | None:
+    """``(node id, reason)`` when a node task failed because its Ray node died, else None. The node id
+    comes from Ray's error; the reason adds Ray's death message once Ray has marked the node dead."""
+    import ray
+    from ray import exceptions as rx
+
+    if not isinstance(exc, rx.NodeDiedError):
+        return None
+    found = _NODE_ID.search(str(exc))
+    if found is None:
+        return None
+    node_id = found.group(1)
+    state: dict[str, Any] = next((n for n in ray.nodes() if n.get("NodeID") == node_id), {})
+    where = state.get("NodeManagerAddress") or "unknown address"
+    why = "" if state.get("Alive", True) else f": {state.get('DeathReasonMessage') or 'marked dead'}"
+    return node_id, f"the Ray node {node_id} ({where}) died{why}"
 
 
 def describe_ray_failure(exc: BaseException, node: int) -> str:

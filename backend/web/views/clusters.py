@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 from ablate.backend.db.models import Cluster
 from ablate.backend.domain.placement import NodeInfo, demand_for, node_in_pool
 from ablate.backend.services import catalog
+from ablate.backend.services import nodes as nodes_service
+from ablate.backend.services.nodes import ExcludedNode
 
 # Resources worth showing; Ray also reports object-store memory, node:IP markers and the like.
 _SHOWN_PREFIXES = ("CPU", "GPU", "PPU", "memory", "accelerator_type")
@@ -41,6 +43,7 @@ class ClusterView:
     labels: dict[str, Any]
     ray_address: str | None
     pool: PoolResources | None = None
+    failed_preflight: list[ExcludedNode] = field(default_factory=list)  # nodes runs were kept off
 
 
 @dataclass
@@ -128,6 +131,7 @@ def clusters_page(session: Session) -> ClustersPage:
             resource_name=c.resource_name,
             labels=dict(c.labels or {}),
             ray_address=c.ray_address,
+            failed_preflight=nodes_service.failed_preflight_nodes(session, c.id),
         )
         for c in clusters
     ]
