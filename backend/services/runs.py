@@ -57,6 +57,7 @@ class RunFilters:
     source: str | None = None
     study_id: int | None = None
     run_ids: Sequence[int] = ()
+    excluded: bool | None = None  # True: only excluded runs, False: only those analyses read
 
     def names(self, kind: str) -> tuple[str, ...]:
         value = getattr(self, kind)
@@ -200,6 +201,8 @@ def list_runs(
         query = query.where(Run.source == filters.source)
     if filters.study_id is not None:
         query = query.where(Run.study_id == filters.study_id)
+    if filters.excluded is not None:
+        query = query.where(Run.excluded_at.is_not(None) if filters.excluded else Run.excluded_at.is_(None))
     if cursor:
         query = query.where(Run.id < decode_cursor(cursor))
     rows = session.execute(query.order_by(Run.id.desc()).limit(limit + 1)).all()

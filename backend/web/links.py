@@ -33,6 +33,7 @@ def runs_url(
     study: int | None = None,
     status: str | None = None,
     ids: Sequence[int] = (),
+    excluded: bool | None = None,
     cursor: str | None = None,
 ) -> str:
     """``/runs?release=...&cluster=...``; a list of releases or variants repeats the parameter."""
@@ -49,6 +50,8 @@ def runs_url(
         params.append(("study", str(study)))
     if ids:
         params.append(("ids", ",".join(str(i) for i in sorted(set(ids)))))
+    if excluded is not None:
+        params.append(("excluded", "true" if excluded else "false"))
     params.sort(key=lambda kv: kv[0] == "cursor")  # the cursor last, for readable URLs
     return f"{RUNS_PATH}?{urlencode(params)}" if params else RUNS_PATH
 
@@ -56,7 +59,8 @@ def runs_url(
 def cell_runs_url(
     scopes: Iterable[Scope], cluster: str, workload: str, variants: str | Iterable[str]
 ) -> str | None:
-    """The succeeded runs of one cell (or of several variants of it) on the given sides.
+    """The succeeded, not excluded runs of one cell (or of several variants of it) on the given
+    sides: exactly the runs the analyses read.
 
     None when the sides cannot be said in one filter (a release on one side, run ids on the other):
     a filter combines with AND, so such a union has no single run list.
@@ -76,6 +80,7 @@ def cell_runs_url(
         study=next(iter(studies)) if studies else None,
         status=SUCCEEDED,
         ids=ids,
+        excluded=False,
     )
 
 

@@ -51,6 +51,11 @@ def test_exclude_include_round_trip_with_audit(
     listed = {i["id"]: i for i in client.get("/runs").json()["items"]}
     assert listed[first]["exclusion_reason"] == "node 17 was throttling" and listed[first]["excluded_at"]
     assert listed[second]["excluded_at"] is None
+    # the runs analyses read, and the excluded ones, as filters (where the dashboard's links land)
+    kept = [i["id"] for i in client.get("/runs", params={"excluded": "false"}).json()["items"]]
+    left_out = [i["id"] for i in client.get("/runs", params={"excluded": "true"}).json()["items"]]
+    assert (kept, left_out) == ([second], [first])
+    assert_problem(client.get("/runs", params={"excluded": "maybe"}), 422, loc="query.excluded")
     detail = client.get(f"/runs/{first}").json()
     assert detail["exclusion_reason"] == "node 17 was throttling"
     assert [e["action"] for e in detail["exclusions"]] == ["exclude_run"]

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
+from ablate.backend.web.links import Scope, cell_runs_url
 from tests.web import seed
 from tests.web.conftest import Console, Site
 from tests.web.helpers import assert_no_console_errors, chart_state, open_page
@@ -143,5 +144,13 @@ def test_a_run_list_of_unknown_names_says_which(page: Any, site: Site) -> None:
     assert "no cluster is named 'no-such-cluster'" in page.locator(".message").inner_text()
     open_page(page, f"{site.url}/runs?status=done", status=422)
     assert "unknown status 'done'" in page.locator(".message").inner_text()
+    open_page(page, f"{site.url}/runs?excluded=maybe", status=422)
+    assert "expected true or false, got 'maybe'" in page.locator(".message").inner_text()
     open_page(page, f"{site.url}/releases/{seed.NEW}?history_cluster={CLUSTER}", status=422)
     assert "history_workload" in page.locator(".message").inner_text()
+
+
+def test_a_cell_links_to_the_runs_analyses_read() -> None:
+    """Succeeded and not excluded: an excluded run is not behind any number."""
+    url = cell_runs_url([Scope(release="img:1")], "c", "w", "v")
+    assert url is not None and "status=succeeded" in url and "excluded=false" in url

@@ -43,13 +43,18 @@ def list_runs(
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
     source: Literal["scheduled", "ci"] | None = None,
     study_id: DbId | None = None,
+    excluded: bool | None = Query(
+        None, description="true: only excluded runs; false: only runs analyses read"
+    ),
     cursor: Line | None = Query(None, max_length=200, description="next_cursor of the previous page"),
     limit: int = Query(50, ge=1, le=runs.MAX_PAGE),
 ) -> Any:
     """Runs, newest first. Filters combine; ``next_cursor`` is null on the last page."""
     if cursor and runs.decode_cursor(cursor) > MAX_DB_ID:
         raise ValidationProblem.at("cursor", "not a cursor this server handed out")
-    filters = runs.RunFilters(release, variant, workload, cluster, status, source, study_id)
+    filters = runs.RunFilters(
+        release, variant, workload, cluster, status, source, study_id, excluded=excluded
+    )
     with database(request).read() as session:
         items, next_cursor = runs.list_runs(session, filters, cursor=cursor, limit=limit)
     return {"items": items, "next_cursor": next_cursor}

@@ -65,6 +65,9 @@ def parse_filters(session: Session, params: QueryParams) -> run_service.RunFilte
         if session.get(Study, study) is None:
             raise NotFound.at("study", f"study {study} does not exist")
     ids_text = _one(params, "ids")
+    excluded_text = _one(params, "excluded")
+    if excluded_text is not None and excluded_text not in ("true", "false"):
+        raise ValidationProblem.at("excluded", f"expected true or false, got {excluded_text!r}")
     filters = run_service.RunFilters(
         release=_many(params, "release"),
         variant=_many(params, "variant"),
@@ -73,6 +76,7 @@ def parse_filters(session: Session, params: QueryParams) -> run_service.RunFilte
         status=status,
         study_id=study,
         run_ids=tuple(parse_run_ids(ids_text, "ids")) if ids_text else (),
+        excluded=None if excluded_text is None else excluded_text == "true",
     )
     unknown = run_service.unknown_names(session, filters)
     if unknown:
@@ -90,6 +94,8 @@ def _described(filters: run_service.RunFilters) -> list[tuple[str, str]]:
         out.append(("status", filters.status))
     if filters.run_ids:
         out.append(("run ids", ", ".join(str(i) for i in filters.run_ids)))
+    if filters.excluded is not None:
+        out.append(("excluded", "only excluded runs" if filters.excluded else "not excluded"))
     return out
 
 
@@ -108,6 +114,7 @@ def run_list_page(session: Session, params: QueryParams) -> RunListPage:
             study=filters.study_id,
             status=filters.status,
             ids=filters.run_ids,
+            excluded=filters.excluded,
             cursor=next_cursor,
         )
     return RunListPage(
