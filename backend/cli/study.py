@@ -159,7 +159,8 @@ def show(
     table = Table("run", "variant", "workload", "r", "status", "attempt", "tokens/s")
     for run in study["runs"]:
         tput = run.get("latest_throughput")
-        cells = [run["id"], run["variant"], run["workload"], run["repeat"], run["status"], run["attempt"]]
+        status = f"{run['status']} (excluded)" if run.get("excluded_at") else run["status"]
+        cells = [run["id"], run["variant"], run["workload"], run["repeat"], status, run["attempt"]]
         # Text(): names are shown as written, never read as rich markup.
         table.add_row(*(Text(str(c)) for c in cells), f"{tput:,.0f}" if tput else "")
     console.print(table)
@@ -169,6 +170,13 @@ def show(
         console.print("why runs did not succeed:", highlight=False)
         for run in failed:
             console.print(f"  {describe_run(run)}", highlight=False, soft_wrap=True, markup=False)
+    excluded = [r for r in study["runs"] if r.get("excluded_at")]
+    if excluded:
+        console.print("excluded from every analysis:", highlight=False)
+        for run in excluded:
+            cell = f"{run['variant']} / {run['workload']} r{run['repeat']}"
+            line = f"  run {run['id']} ({cell}): {run['exclusion_reason']}"
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 @app.command()

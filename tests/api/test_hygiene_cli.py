@@ -61,6 +61,14 @@ def test_exclude_include_and_delete_from_the_cli(
     assert missing.returncode == 1 and "study 999999 does not exist" in missing.stderr
     assert snapshot(live_server.database) == before
     admin.post(f"/studies/{study['id']}/cancel")
+    # a cancelled run excluded: `study show` marks it and says why
+    one = study["runs"][0]["id"]
+    assert admin.post(f"/runs/{one}/exclude", json={"reason": "wrong image"}).status_code == 200
+    shown = _ablate("study", "show", str(study["id"]), *server, token=admin_token)
+    assert shown.returncode == 0, shown.stderr
+    assert "(excluded)" in shown.stdout  # the status column (rich may wrap it)
+    assert "excluded from every analysis:" in shown.stdout and f"run {one} (" in shown.stdout
+    assert "): wrong image" in shown.stdout
     done = _ablate("study", "delete", str(study["id"]), "--yes", *server, token=admin_token)
     assert done.returncode == 0, done.stderr
     assert f"deleted study {study['id']}: 1 studies, {len(study['runs'])} runs" in done.stdout
@@ -74,4 +82,4 @@ def test_exclude_include_and_delete_from_the_cli(
     gone = _ablate("release", "delete", REF, "--yes", *server, token=admin_token)
     assert gone.returncode == 1 and "does not exist" in gone.stderr
     actions = [e["action"] for e in client.get("/audit").json()["items"]]
-    assert actions == ["delete_release", "delete_study", "include_run", "exclude_run"]
+    assert actions == ["delete_release", "delete_study", "exclude_run", "include_run", "exclude_run"]
