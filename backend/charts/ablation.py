@@ -84,7 +84,7 @@ def ablation_bars(
                 "marker": {"color": color_for(name, colors)},
                 "hovertext": hover,
                 "hoverinfo": "text",
-                "legendgroup": name,
+                "legendgroup": plain(name),
                 # Inside the bar at its base: outside, the whisker of the interval strikes it through.
                 "texttemplate": "%{y:.2f}\u00d7",
                 "textposition": "inside",
@@ -235,23 +235,23 @@ NOT_TESTABLE = "n/t"
 def _heatmap_cell(ladder: LadderAnalysis, name: str, workload: str) -> tuple[float | None, str, str]:
     """(speed-up, cell text, hover) of one cell; the text carries the n.s./n/t mark."""
     v = ladder.variant(name)
-    workload, name = plain(workload), plain(name)  # hover text is drawn as plotly markup
     if v is None:
-        return None, "", f"{workload} · {name}: no runs"
+        return None, "", plain(f"{workload} · {name}: no runs")
     r, lo, hi = speedup_of(ladder, v)
     n = v.summary.n
     if r is None:
-        return None, "", f"{workload} · {name}: {ratio(None)}, n={n}"
+        return None, "", plain(f"{workload} · {name}: {ratio(None)}, n={n}")
     c = v.vs_baseline
     if v.variant == ladder.baseline or c is None:
-        return r, ratio(r), f"{workload} · {name}: {ratio(r)} (the baseline), n={n}"
+        return r, ratio(r), plain(f"{workload} · {name}: {ratio(r)} (the baseline), n={n}")
     if not c.testable:
         mark, verdict = NOT_TESTABLE, "not testable (fewer than 2 runs a side)"
     elif c.significant:
         mark, verdict = "", f"significant at q < {c.alpha:g}"
     else:
         mark, verdict = NOT_SIGNIFICANT, f"not significant (q \u2265 {c.alpha:g})"
-    hover = f"{workload} · {name}: {ratio_ci(r, lo, hi)}, n={n}, q={qvalue(c.q_value)}<br>{verdict}"
+    # Hover text is drawn as plotly markup: names and "q < ..." as plain text.
+    hover = plain_lines(f"{workload} · {name}: {ratio_ci(r, lo, hi)}, n={n}, q={qvalue(c.q_value)}", verdict)
     return r, f"{ratio(r)} {mark}".strip(), hover
 
 

@@ -58,7 +58,7 @@ def memory_bars(
                 "marker": {"color": color_for(name, colors)},
                 "hovertext": hover,
                 "hoverinfo": "text",
-                "legendgroup": name,
+                "legendgroup": plain(name),
             }
         )
     traces += point_traces(

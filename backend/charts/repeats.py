@@ -97,7 +97,7 @@ def point_traces(
                 "type": "scatter",
                 "mode": "markers",
                 "name": plain(name),
-                "legendgroup": name,
+                "legendgroup": plain(name),
                 "showlegend": False,
                 "xaxis": POINTS_AXIS,
                 "x": xs,
