@@ -132,7 +132,7 @@ def test_command_launch_device_isolation_and_node_logs_on_fake_ppu_nodes(
     report = _drain_on("ppu_nodes", db_url, tmp_path)
     assert report["held"] == {}  # every device given back
     with database.read() as s:
-        names = dict(s.execute(select(Variant.id, Variant.name)).tuples().all())
+        names = {variant_id: name for variant_id, name in s.execute(select(Variant.id, Variant.name))}
     runs = {
         names[r.variant_id]: r for r in runs_of(database, spread.study_id) + runs_of(database, pair.study_id)
     }
