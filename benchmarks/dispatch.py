@@ -10,6 +10,9 @@ Each side is preceded by a warm-up so Ray's worker start-up is not counted on ei
     .venv/bin/python benchmarks/dispatch.py --backend postgresql    # a fresh PostgreSQL database
     .venv/bin/python benchmarks/dispatch.py --runs 200 --concurrency 16
 
+Exactly ``--runs`` runs are queued: 5 variants x runs/5 repeats, or fewer variants when 5 does not
+divide the number.
+
 Prints figures; not a test. Aim: the dispatcher costs no more than twice bare Ray.
 """
 
@@ -20,7 +23,8 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -68,8 +72,14 @@ def time_bare(n: int) -> float:
     return time.perf_counter() - t0
 
 
+def _variants(n: int) -> int:
+    """The most variants (up to 5) that divide ``n``, so that exactly ``n`` runs are queued."""
+    return next(v for v in (5, 4, 3, 2, 1) if n % v == 0)
+
+
 def queue(database: Database, n: int, tag: str) -> int:
-    repeats = max(1, n // 5)
+    variants = _variants(n)
+    repeats = max(1, n // variants)
     with database.transaction() as s:
         if catalog.find_release(s, "bench:1") is None:
             catalog.create_release(s, ReleaseCreate(image="bench", tag="1", platform="gpu"))
@@ -81,7 +91,7 @@ def queue(database: Database, n: int, tag: str) -> int:
             name=f"bench-{tag}",
             release="bench:1",
             cluster="bench-cpu",
-            variants=[f"v{i}" for i in range(5)],
+            variants=[f"v{i}" for i in range(variants)],
             workloads=["noop"],
             repeats=repeats,
             order_seed=1,
@@ -114,29 +124,45 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     register_runner("noop", NoopRunner)  # create_study checks the runner by name
 
-    tmp = Path(tempfile.mkdtemp(prefix="ablate-bench-"))
-    with fresh_database(args.backend) as url:
-        measure(args, tmp, url)
+    with local_ray() as cpus, fresh_database(args.backend) as url:
+        bare_s, disp_s, done = measure(url, args.runs, args.concurrency)
+    print(f"database            {args.backend}   Ray CPUs {cpus}   concurrency {args.concurrency}")
+    print(f"bare Ray tasks      {args.runs:5d} in {bare_s:7.2f} s   {args.runs / bare_s:8.1f} tasks/s")
+    print(f"dispatcher + db     {done:5d} in {disp_s:7.2f} s   {args.runs / disp_s:8.1f} runs/s")
+    print(f"ratio (dispatcher time / bare time per item)   {disp_s / bare_s:.2f}x")
 
 
-def measure(args: argparse.Namespace, tmp: Path, url: str) -> None:
+@contextmanager
+def local_ray() -> Iterator[int]:
+    """A local Ray of this process's own (never another one on the machine); yields its CPU count."""
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, namespace="ablate-bench")
+    try:
+        yield int(ray.cluster_resources().get("CPU", 0))
+    finally:
+        ray.shutdown()
+
+
+def measure(url: str, runs: int, concurrency: int, *, bare_first: bool = True) -> tuple[float, float, int]:
+    """Seconds for ``runs`` bare Ray tasks and for ``runs`` queued runs through the dispatcher (on the
+    fresh database ``url``), and how many of those succeeded; ``bare_first`` orders the two sides."""
     database = Database.from_url(url)
     migrate.upgrade(database.engine)
     settings = Settings(
-        data_dir=tmp, database_url=url, max_concurrent_runs=args.concurrency, dispatcher_poll_s=0.05
+        data_dir=Path(tempfile.mkdtemp(prefix="ablate-bench-")),
+        database_url=url,
+        max_concurrent_runs=concurrency,
+        dispatcher_poll_s=0.05,
     )
-    ray.init(address="local", include_dashboard=False, log_to_driver=False, namespace="ablate-bench")
-    cpus = int(ray.cluster_resources().get("CPU", 0))
-
-    bare_s = time_bare(args.runs)
-    disp_s, done = time_dispatcher(database, settings, args.runs)
-    n = args.runs - args.runs % 5 if args.runs >= 5 else args.runs
-    print(f"database            {database.dialect}   Ray CPUs {cpus}   concurrency {args.concurrency}")
-    print(f"bare Ray tasks      {args.runs:5d} in {bare_s:7.2f} s   {args.runs / bare_s:8.1f} tasks/s")
-    print(f"dispatcher + db     {done:5d} in {disp_s:7.2f} s   {n / disp_s:8.1f} runs/s")
-    print(f"ratio (dispatcher time / bare time per item)   {(disp_s / n) / (bare_s / args.runs):.2f}x")
-    ray.shutdown()
-    database.dispose()
+    try:
+        if bare_first:
+            bare_s = time_bare(runs)
+            disp_s, done = time_dispatcher(database, settings, runs)
+        else:
+            disp_s, done = time_dispatcher(database, settings, runs)
+            bare_s = time_bare(runs)
+    finally:
+        database.dispose()
+    return bare_s, disp_s, done
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """Result ingest over real HTTP against a bare psycopg ``COPY`` of the same rows, in the same run.
 
-    python benchmarks/ingest.py [--results 200] [--points 5000] [--batch 10] [--clients 4] [--reps 3]
+    python benchmarks/ingest.py [--results 200] [--points 5000] [--batch 10] [--clients 4] [--workers 1]
+                                [--reps 3]
 
 Creates a fresh PostgreSQL database per repetition (dropped afterwards), starts ``ablate serve`` on
-it in a subprocess, and submits ``--results`` results, each with a ``--points``-point step series
-and three summary metrics, as ``POST /api/v1/results`` batches of ``--batch`` results from
-``--clients`` concurrent clients. Request bodies are encoded before the clock starts (CI sends
-files it already has). The baseline writes the same rows (runs, run_metrics, run_series with the
-packed blobs) with psycopg ``COPY`` from the same decoded values, packing included. Prints the
-median points/s of both and their ratio (the aim: the service at least a third of ``COPY``).
+it in a subprocess (``--workers`` > 1: uvicorn's worker processes on the app factory, as
+docs/deployment.md runs the API), and submits ``--results`` results, each with a
+``--points``-point step series and three summary metrics, as ``POST /api/v1/results`` batches of
+``--batch`` results from ``--clients`` concurrent clients. Request bodies are encoded before the
+clock starts (CI sends files it already has). The baseline writes the same rows (runs,
+run_metrics, run_series with the packed blobs) with psycopg ``COPY`` from the same decoded values,
+packing included. Prints the median points/s of both and their ratio (the aim: the service at
+least a third of ``COPY``).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -31,7 +35,7 @@ from typing import Any
 import httpx
 import numpy as np
 import psycopg
-from _db import fresh_database, median_paired_ratio
+from _db import conninfo, fresh_database, median_paired_ratio
 
 from ablate.backend.db.database import Database
 from ablate.backend.db.series_codec import pack
@@ -42,24 +46,31 @@ ABLATE = str(Path(sys.executable).with_name("ablate"))
 RELEASE = "training-nv-pytorch:25.12"
 
 
-def conninfo(url: str) -> str:
-    return f"host=127.0.0.1 user=postgres dbname={url.rsplit('/', 1)[1]}"
-
-
 @contextmanager
-def server(url: str) -> Iterator[str]:
-    """``ablate serve`` in its own process, so client and server do not share one GIL."""
+def server(url: str, workers: int = 1) -> Iterator[str]:
+    """``ablate serve`` in its own process, so client and server do not share one GIL; with
+    ``workers`` > 1, ``uvicorn --workers`` on the app factory (the deployment's several API processes)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "ABLATE_DATABASE_URL": url, "ABLATE_PORT": str(port), "ABLATE_LOG_LEVEL": "warning"}
-    proc = subprocess.Popen([ABLATE, "serve", "--no-dispatcher"], env=env, stdout=subprocess.DEVNULL)
+    if workers == 1:
+        command = [ABLATE, "serve", "--no-dispatcher"]
+    else:
+        command = [sys.executable, "-m", "uvicorn", "--factory", "ablate.backend.api.app:create_app"]
+        command += ["--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)]
+        command += ["--log-level", "info", "--no-access-log"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    started = _count_startups(proc)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
             try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                # Every worker must be up: one that is still importing would leave its share of the
+                # connections to the others and the clock would count its start-up.
+                ready = httpx.get(f"{base}/readyz", timeout=2).status_code == 200
+                if ready and (workers == 1 or started() >= workers):
                     break
             except httpx.TransportError:
                 pass
@@ -70,6 +81,23 @@ def server(url: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _count_startups(proc: subprocess.Popen[str]) -> Callable[[], int]:
+    """Drain the server's stderr (a full pipe would block it), count uvicorn's lines saying that a
+    worker's application started, and pass on everything but uvicorn's INFO lines."""
+    count = [0]
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "Application startup complete" in line:
+                count[0] += 1
+            elif not line.startswith("INFO:"):
+                sys.stderr.write(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lambda: count[0]
 
 
 def seed_catalog(url: str) -> str:
@@ -116,10 +144,12 @@ def make_results(n: int, points: int) -> list[dict[str, Any]]:
     return out
 
 
-def run_service(url: str, results: list[dict[str, Any]], batch: int, clients: int) -> float:
+def run_service(url: str, results: list[dict[str, Any]], batch: int, clients: int, workers: int = 1) -> float:
+    """Seconds to submit ``results`` in batches of ``batch`` from ``clients`` threads to a server of
+    ``workers`` processes."""
     secret = seed_catalog(url)
     bodies = [json.dumps({"results": results[i : i + batch]}).encode() for i in range(0, len(results), batch)]
-    with server(url) as base:
+    with server(url, workers) as base:
         headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
         pool_clients = [httpx.Client(base_url=base, headers=headers, timeout=300) for _ in range(clients)]
 
@@ -205,6 +235,7 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=10, help="results per request")
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
+    parser.add_argument("--workers", type=int, default=1, help="server processes (uvicorn workers)")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     results = make_results(args.results, args.points)
@@ -212,7 +243,7 @@ def main() -> None:
     service, baseline = [], []
     for rep in range(args.reps):
         with fresh_database() as url:
-            service.append(run_service(url, results, args.batch, args.clients))
+            service.append(run_service(url, results, args.batch, args.clients, args.workers))
         with fresh_database() as url:
             baseline.append(run_copy(url, results))
         print(
@@ -224,7 +255,7 @@ def main() -> None:
     paired = median_paired_ratio(baseline, service)
     print(
         f"{args.results} results x {args.points} points = {total:,} points, "
-        f"batches of {args.batch}, {args.clients} client(s)"
+        f"batches of {args.batch}, {args.clients} client(s), {args.workers} server process(es)"
     )
     print(f"service (HTTP, PostgreSQL): {total / s:,.0f} points/s  (median {s:.3f} s)")
     print(f"bare psycopg COPY:          {total / b:,.0f} points/s  (median {b:.3f} s)")

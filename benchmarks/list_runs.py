@@ -16,6 +16,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,8 +24,8 @@ import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _db import fresh_database
-from ingest import conninfo, server
+from _db import RUN_COLUMNS, conninfo, copy_rows, fresh_database, set_run_sequence
+from ingest import server
 
 RELEASES = [
     ("training-nv-pytorch", "25.10"),
@@ -65,43 +66,68 @@ def load(url: str, n: int) -> None:
                 "VALUES (%s, %s, 1, 8, '{}', %s)",
                 (name, acc, now),
             )
-        cols = (
-            "id, release_id, cluster_id, workload_id, variant_id, repeat, status, attempt, source, "
-            "queue_order, created_at, started_at, finished_at, updated_at, provenance, environment"
-        )
-        with conn.cursor() as cur:
-            with cur.copy(f"COPY runs ({cols}) FROM STDIN") as copy:
-                for i in range(1, n + 1):
-                    status = "failed" if rng.random() < 0.02 else "succeeded"
-                    copy.write_row(
-                        (
-                            i,
-                            rng.randint(1, 4),
-                            rng.randint(1, 2),
-                            rng.randint(1, 4),
-                            rng.randint(1, 5),
-                            i % 5,
-                            status,
-                            1,
-                            "ci" if i % 2 else "scheduled",
-                            i,
-                            now,
-                            now,
-                            now,
-                            now,
-                            json.dumps({"host": f"node-{i % 64}"}),
-                            "{}",
-                        )
-                    )
-            with cur.copy("COPY run_metrics (run_id, name, value, unit) FROM STDIN") as copy:
-                for i in range(1, n + 1):
-                    copy.write_row((i, "throughput_tokens_per_s", 4e5 + rng.random() * 1e4, "tokens/s"))
-                    copy.write_row((i, "step_time_s", 5 + rng.random(), "s"))
-                    copy.write_row((i, "peak_memory_gib", 60 + rng.random(), "GiB"))
-            cur.execute("SELECT setval('runs_id_seq', %s)", (n,))
+        copy_rows(conn, "runs", RUN_COLUMNS, _runs(rng, n, now))
+        copy_rows(conn, "run_metrics", "run_id, name, value, unit", _metrics(rng, n))
+        set_run_sequence(conn, n)
         conn.commit()
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE")
+
+
+def _runs(rng: random.Random, n: int, now: datetime) -> Iterator[tuple[object, ...]]:
+    for i in range(1, n + 1):
+        status = "failed" if rng.random() < 0.02 else "succeeded"
+        source = "ci" if i % 2 else "scheduled"
+        ids = (rng.randint(1, 4), rng.randint(1, 2), rng.randint(1, 4), rng.randint(1, 5))
+        host = json.dumps({"host": f"node-{i % 64}"})
+        yield (i, *ids, i % 5, status, 1, source, i, now, now, now, now, host, "{}")
+
+
+def _metrics(rng: random.Random, n: int) -> Iterator[tuple[object, ...]]:
+    for i in range(1, n + 1):
+        yield (i, "throughput_tokens_per_s", 4e5 + rng.random() * 1e4, "tokens/s")
+        yield (i, "step_time_s", 5 + rng.random(), "s")
+        yield (i, "peak_memory_gib", 60 + rng.random(), "GiB")
+
+
+def shapes(runs: int) -> dict[str, dict[str, str | int]]:
+    """The query shapes timed, by label: the parameters of ``GET /api/v1/runs``."""
+    return {
+        "newest 50": {},
+        "page deep in the middle": {"cursor": _cursor(runs // 2)},
+        "release": {"release": "training-nv-pytorch:25.12"},
+        "release+variant+workload": {
+            "release": "training-xpu-pytorch:26.01",
+            "variant": "AC2+ACCL",
+            "workload": "deepspeed/qwen2-7b",
+        },
+        "status=failed (2%)": {"status": "failed"},
+        "cluster+source": {"cluster": "ppu-1x16", "source": "ci"},
+        "limit 500": {"limit": 500},
+    }
+
+
+def measure(base: str, runs: int, requests: int) -> dict[str, list[float]]:
+    """Sorted latencies in ms of ``requests`` sequential requests per shape, on one keep-alive connection."""
+    out: dict[str, list[float]] = {}
+    with httpx.Client(base_url=f"{base}/api/v1", timeout=30) as client:
+        middle = client.get("/runs", params={"limit": 1, "cursor": _cursor(runs // 2)}).json()
+        assert middle["items"], middle
+        for label, params in shapes(runs).items():
+            client.get("/runs", params=params)  # warm
+            times = []
+            for _ in range(requests):
+                t = time.perf_counter()
+                r = client.get("/runs", params=params)
+                times.append((time.perf_counter() - t) * 1000)
+                r.raise_for_status()
+            out[label] = sorted(times)
+    return out
+
+
+def p95(times: list[float]) -> float:
+    """The 95th percentile of sorted latencies (the same rank as the figures in benchmarks/README.md)."""
+    return times[max(0, int(0.95 * len(times)) - 1)]
 
 
 def main() -> None:
@@ -115,34 +141,11 @@ def main() -> None:
         t = time.perf_counter()
         load(url, args.runs)
         print(f"loaded {args.runs:,} runs (+{3 * args.runs:,} metrics) in {time.perf_counter() - t:.1f} s")
-        with server(url) as base, httpx.Client(base_url=f"{base}/api/v1", timeout=30) as client:
-            middle = client.get("/runs", params={"limit": 1, "cursor": _cursor(args.runs // 2)}).json()
-            assert middle["items"], middle
-            shapes = {
-                "newest 50": {},
-                "page deep in the middle": {"cursor": _cursor(args.runs // 2)},
-                "release": {"release": "training-nv-pytorch:25.12"},
-                "release+variant+workload": {
-                    "release": "training-xpu-pytorch:26.01",
-                    "variant": "AC2+ACCL",
-                    "workload": "deepspeed/qwen2-7b",
-                },
-                "status=failed (2%)": {"status": "failed"},
-                "cluster+source": {"cluster": "ppu-1x16", "source": "ci"},
-                "limit 500": {"limit": 500},
-            }
-            print(f"{'query':28} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
-            for label, params in shapes.items():
-                client.get("/runs", params=params)  # warm
-                times = []
-                for _ in range(args.requests):
-                    t = time.perf_counter()
-                    r = client.get("/runs", params=params)
-                    times.append((time.perf_counter() - t) * 1000)
-                    r.raise_for_status()
-                times.sort()
-                p95 = times[int(0.95 * len(times)) - 1]
-                print(f"{label:28} {statistics.median(times):8.1f} {p95:8.1f} {times[-1]:8.1f}")
+        with server(url) as base:
+            timed = measure(base, args.runs, args.requests)
+        print(f"{'query':28} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+        for label, times in timed.items():
+            print(f"{label:28} {statistics.median(times):8.1f} {p95(times):8.1f} {times[-1]:8.1f}")
 
 
 def _cursor(before: int) -> str:
