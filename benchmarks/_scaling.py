@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 PAGE = "scaling.html"
+ORDER = ("ingest", "report", "list_runs", "dispatch")  # the issue's order; other figures after them
 
 
 @dataclass
@@ -88,7 +89,10 @@ def write(curve: Curve, out: Path) -> Path:
 def write_page(out: Path) -> Path:
     """One HTML page of every ``*.json`` figure in ``out``, each with its table and note."""
     sections, scripts = [], []
-    for i, path in enumerate(sorted(out.glob("*.json"))):
+    paths = sorted(
+        out.glob("*.json"), key=lambda p: (ORDER.index(p.stem) if p.stem in ORDER else len(ORDER), p.stem)
+    )
+    for i, path in enumerate(paths):
         fig = json.loads(path.read_text(encoding="utf-8"))
         meta = fig.get("layout", {}).get("meta", {})
         sections.append(

@@ -108,6 +108,7 @@ def time_dispatcher(database: Database, settings: Settings, n: int) -> tuple[flo
     t0 = time.perf_counter()
     d.drain(timeout_s=3600)
     elapsed = time.perf_counter() - t0
+    d.shutdown()  # retired: the next measurement of a curve starts its own dispatcher
     with database.read() as s:
         done = s.query(Run).filter(Run.study_id == study, Run.status == "succeeded").count()
     return elapsed, done
