@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -63,10 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         out = run_training(cfg, _emit, device, backend)
     except Exception as exc:
         # Includes CUDA out-of-memory: a configuration that does not fit is the benchmark's result.
-        return _fail(args.result, f"{type(exc).__name__}: {exc}", "benchmark", 1)
-    finally:
+        # No barrier here: peers may be blocked in a collective this rank will never join.
         if dist.is_initialized():
             dist.destroy_process_group()
+        return _fail(args.result, f"{type(exc).__name__}: {exc}", "benchmark", 1)
+    if dist.is_initialized():
+        _leave_group(dist)
     result = RunResult(
         status="succeeded", metrics=out["metrics"], series=out["series"], provenance=out["provenance"]
     )
@@ -74,5 +77,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _leave_group(dist: Any) -> None:
+    """After a successful run, tear the process group down with every rank still present: a rank
+    that leaves while its peer's Gloo threads still talk to it can abort that peer ("terminate
+    called without an active exception", seen at load 10 after all steps had finished)."""
+    try:
+        dist.barrier()
+    except Exception:
+        traceback.print_exc()  # a peer already gone: nothing to wait for
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's finalisation: Gloo's and torch's C++ threads torn down during it can
+    # abort a process whose result is already written (the PyTorch issue behind pytorch#179291).
+    os._exit(code)
