@@ -8,7 +8,8 @@ and three summary metrics, as ``POST /api/v1/results`` batches of ``--batch`` re
 ``--clients`` concurrent clients. Request bodies are encoded before the clock starts (CI sends
 files it already has). The baseline writes the same rows (runs, run_metrics, run_series with the
 packed blobs) with psycopg ``COPY`` from the same decoded values, packing included. Prints the
-median points/s of both and their ratio (the aim: the service at least a third of ``COPY``).
+median points/s of both and the median of the per-repetition ratios (the aim: the service at least
+0.7 of ``COPY`` with one result per request, 0.9 with ten).
 """
 
 from __future__ import annotations
@@ -211,10 +212,13 @@ def main() -> None:
     total = args.results * args.points
     service, baseline = [], []
     for rep in range(args.reps):
-        with fresh_database() as url:
-            service.append(run_service(url, results, args.batch, args.clients))
-        with fresh_database() as url:
-            baseline.append(run_copy(url, results))
+        # Alternating which side goes first keeps a load trend on the shared machine from favouring one.
+        for side in ("service", "copy") if rep % 2 == 0 else ("copy", "service"):
+            with fresh_database() as url:
+                if side == "service":
+                    service.append(run_service(url, results, args.batch, args.clients))
+                else:
+                    baseline.append(run_copy(url, results))
         print(
             f"rep {rep + 1}: service {total / service[-1]:,.0f} points/s, "
             f"COPY {total / baseline[-1]:,.0f} points/s"
@@ -222,6 +226,7 @@ def main() -> None:
     s, b = statistics.median(service), statistics.median(baseline)
     ratios = [bt / st for st, bt in zip(service, baseline, strict=True)]
     paired = median_paired_ratio(baseline, service)
+    aim = 0.7 if args.batch == 1 else 0.9 if args.batch >= 10 else "n/a"
     print(
         f"{args.results} results x {args.points} points = {total:,} points, "
         f"batches of {args.batch}, {args.clients} client(s)"
@@ -230,7 +235,7 @@ def main() -> None:
     print(f"bare psycopg COPY:          {total / b:,.0f} points/s  (median {b:.3f} s)")
     print(
         f"ratio service/COPY: median of paired {paired:.2f} "
-        f"(per rep {', '.join(f'{r:.2f}' for r in ratios)}; aim >= 0.33)"
+        f"(per rep {', '.join(f'{r:.2f}' for r in ratios)}; aim >= {aim})"
     )
 
 
