@@ -47,7 +47,7 @@ from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.catalog import ReleaseCreate
 from ablate.backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
 from ablate.backend.services import catalog
-from ablate.backend.services.catalog import NamedModel
+from ablate.backend.services.catalog import Entry
 from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
 from ablate.backend.services.errors import FieldError, ProblemError, ValidationProblem
 
@@ -470,7 +470,7 @@ class _CatalogLookup:
             self.releases[ref] = known
         return self.releases[ref]
 
-    def _named_id(self, model: NamedModel, value: str | BaseModel, loc: str) -> int:
+    def _named_id(self, model: type[Entry], value: str | BaseModel, loc: str) -> int:
         if self.cached and isinstance(value, str) and (known := self.ids.get(model, value)) is not None:
             return known
         entry = catalog.resolve_named(self.session, model, value, loc, self.named)
