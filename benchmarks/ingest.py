@@ -11,7 +11,8 @@ docs/deployment.md runs the API), and submits ``--results`` results, each with a
 clock starts (CI sends files it already has). The baseline writes the same rows (runs,
 run_metrics, run_series with the packed blobs) with psycopg ``COPY`` from the same decoded values,
 packing included. Prints the median points/s of both and their ratio (the aim: the service at
-least a third of ``COPY``).
+least 0.7 of ``COPY`` with one result per request, 0.9 with ten; the median of the
+per-repetition ratios).
 """
 
 from __future__ import annotations
@@ -242,10 +243,13 @@ def main() -> None:
     total = args.results * args.points
     service, baseline = [], []
     for rep in range(args.reps):
-        with fresh_database() as url:
-            service.append(run_service(url, results, args.batch, args.clients, args.workers))
-        with fresh_database() as url:
-            baseline.append(run_copy(url, results))
+        # Alternating which side goes first keeps a load trend on the shared machine from favouring one.
+        for side in ("service", "copy") if rep % 2 == 0 else ("copy", "service"):
+            with fresh_database() as url:
+                if side == "service":
+                    service.append(run_service(url, results, args.batch, args.clients, args.workers))
+                else:
+                    baseline.append(run_copy(url, results))
         print(
             f"rep {rep + 1}: service {total / service[-1]:,.0f} points/s, "
             f"COPY {total / baseline[-1]:,.0f} points/s"
@@ -253,6 +257,7 @@ def main() -> None:
     s, b = statistics.median(service), statistics.median(baseline)
     ratios = [bt / st for st, bt in zip(service, baseline, strict=True)]
     paired = median_paired_ratio(baseline, service)
+    aim = 0.7 if args.batch == 1 else 0.9 if args.batch >= 10 else "n/a"
     print(
         f"{args.results} results x {args.points} points = {total:,} points, "
         f"batches of {args.batch}, {args.clients} client(s), {args.workers} server process(es)"
@@ -261,7 +266,7 @@ def main() -> None:
     print(f"bare psycopg COPY:          {total / b:,.0f} points/s  (median {b:.3f} s)")
     print(
         f"ratio service/COPY: median of paired {paired:.2f} "
-        f"(per rep {', '.join(f'{r:.2f}' for r in ratios)}; aim >= 0.33)"
+        f"(per rep {', '.join(f'{r:.2f}' for r in ratios)}; aim >= {aim})"
     )
 
 

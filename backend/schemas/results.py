@@ -47,6 +47,10 @@ MetricIn = Annotated[
 ]
 
 
+_INT = frozenset({int})
+_NUMBER = frozenset({int, float})
+
+
 def compact_series(obj: dict[str, Any]) -> dict[str, Any]:
     """``object_hook`` of ``json.loads`` for result batches: a ``{"steps": [...], "values": [...]}``
     object of plain JSON numbers becomes two numpy arrays the moment it is parsed, so a large body
@@ -56,7 +60,9 @@ def compact_series(obj: dict[str, Any]) -> dict[str, Any]:
     steps, values = obj.get("steps"), obj.get("values")
     if len(obj) != 2 or type(steps) is not list or type(values) is not list:
         return obj
-    if not all(type(s) is int for s in steps) or not all(type(v) is float or type(v) is int for v in values):
+    # The set of the elements' exact types (bool is refused: it is not exactly int), built in C:
+    # several times faster than a generator over every point.
+    if not set(map(type, steps)) <= _INT or not set(map(type, values)) <= _NUMBER:
         return obj
     try:
         packed = np.array(values, dtype=np.float64)

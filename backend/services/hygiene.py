@@ -28,7 +28,7 @@ from ablate.backend.db.models import (
     RunStatus,
     Study,
 )
-from ablate.backend.services import catalog, runs
+from ablate.backend.services import catalog, ingest, runs
 from ablate.backend.services.errors import Conflict
 from ablate.backend.services.studies import get_study
 from ablate.backend.services.tokens import Principal
@@ -193,6 +193,7 @@ def delete_release(session: Session, ref: str, who: Principal) -> tuple[dict[str
     release_ref, release_id = release.ref, release.id
     session.expunge(release)
     runs.forget_release(session, release_ref, release_id)
+    ingest.catalog_ids(session.get_bind().engine).forget_release(release_ref)
     event = _record(
         session,
         who,

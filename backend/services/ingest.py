@@ -16,13 +16,15 @@ import math
 import numbers
 import re
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import delete, insert, select
+from pydantic import BaseModel
+from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -42,10 +44,12 @@ from ablate.backend.db.models import (
 )
 from ablate.backend.domain.metrics import MAX_ABS_VALUE, get_metric, resolve_metric
 from ablate.backend.domain.runner import RunResult
+from ablate.backend.schemas.catalog import ReleaseCreate
 from ablate.backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
 from ablate.backend.services import catalog
+from ablate.backend.services.catalog import Entry
 from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
-from ablate.backend.services.errors import FieldError, ValidationProblem
+from ablate.backend.services.errors import FieldError, ProblemError, ValidationProblem
 
 THROUGHPUT = "throughput_tokens_per_s"
 
@@ -398,28 +402,87 @@ def _validated(todo: Sequence[tuple[int, ResultIn, RunResult]]) -> dict[int, Row
     return rows
 
 
-class _CatalogLookup:
-    """Catalog entries of one batch, each resolved (or created) once."""
+class CatalogIds:
+    """Catalog ids by name, kept per engine so a single-result request needs no lookup statements.
 
-    def __init__(self, session: Session, token_scope: str | None) -> None:
+    Safe because names are never changed and clusters, workloads and variants are never deleted.
+    A release can be deleted and created again under the same name with a new id: a stale cached id
+    then fails the runs' foreign key, and :func:`submit_results_retrying` drops the cache and tries
+    again looking every name up. That needs ids that are never handed out again, which holds for
+    PostgreSQL's sequences but not for SQLite (a deleted largest id is reused), so on SQLite release
+    ids are not cached (its lookups are in-process calls, not round trips). Each server process or
+    worker keeps its own cache and finds a stale id by its own foreign-key failure.
+    """
+
+    def __init__(self, cache_releases: bool) -> None:
+        self.cache_releases = cache_releases
+        self.ids: dict[tuple[type, str], int] = {}
+
+    def get(self, model: type, name: str) -> int | None:
+        return self.ids.get((model, name))
+
+    def put(self, model: type, name: str, entry_id: int) -> None:
+        if model is not Release or self.cache_releases:
+            self.ids[(model, name)] = entry_id
+
+    def forget_release(self, ref: str) -> None:
+        self.ids.pop((Release, ref), None)
+
+    def clear(self) -> None:
+        self.ids.clear()
+
+
+_CATALOG_IDS: weakref.WeakKeyDictionary[Engine, CatalogIds] = weakref.WeakKeyDictionary()
+
+
+def catalog_ids(engine: Engine) -> CatalogIds:
+    """This process's catalog ids for the engine's database."""
+    ids = _CATALOG_IDS.get(engine)
+    if ids is None:
+        ids = _CATALOG_IDS.setdefault(engine, CatalogIds(cache_releases=engine.dialect.name != "sqlite"))
+    return ids
+
+
+class _CatalogLookup:
+    """Catalog entries of one batch, each resolved (or created) once.
+
+    With ``cached``, names given as plain strings are taken from this process's :class:`CatalogIds`
+    (no statement when known); without, every name is looked up and the cache refreshed.
+    """
+
+    def __init__(self, session: Session, token_scope: str | None, *, cached: bool) -> None:
         self.session = session
         self.may_create_release = token_scope == "admin"
         self.named: dict[tuple[type, str], Any] = {}
-        self.releases: dict[str, Release] = {}
+        self.releases: dict[str, int] = {}
+        self.ids = catalog_ids(session.get_bind().engine)
+        self.cached = cached
 
-    def run_for(self, result: ResultIn, loc: str, key: str | None) -> Run:
-        release = result.release
+    def _release_id(self, release: str | ReleaseCreate, loc: str) -> int:
         ref = release if isinstance(release, str) else f"{release.image}:{release.tag}"
         if ref not in self.releases:
-            self.releases[ref] = catalog.resolve_release(
-                self.session, release, f"{loc}.release", may_create=self.may_create_release
-            )
-        s, named = self.session, self.named
+            known = self.ids.get(Release, ref) if self.cached and isinstance(release, str) else None
+            if known is None:
+                known = catalog.resolve_release(
+                    self.session, release, loc, may_create=self.may_create_release
+                ).id
+                self.ids.put(Release, ref, known)
+            self.releases[ref] = known
+        return self.releases[ref]
+
+    def _named_id(self, model: type[Entry], value: str | BaseModel, loc: str) -> int:
+        if self.cached and isinstance(value, str) and (known := self.ids.get(model, value)) is not None:
+            return known
+        entry = catalog.resolve_named(self.session, model, value, loc, self.named)
+        self.ids.put(model, entry.name, entry.id)
+        return entry.id
+
+    def run_for(self, result: ResultIn, loc: str, key: str | None) -> Run:
         return Run(
-            release_id=self.releases[ref].id,
-            cluster_id=catalog.resolve_named(s, Cluster, result.cluster, f"{loc}.cluster", named).id,
-            workload_id=catalog.resolve_named(s, Workload, result.workload, f"{loc}.workload", named).id,
-            variant_id=catalog.resolve_named(s, Variant, result.variant, f"{loc}.variant", named).id,
+            release_id=self._release_id(result.release, f"{loc}.release"),
+            cluster_id=self._named_id(Cluster, result.cluster, f"{loc}.cluster"),
+            workload_id=self._named_id(Workload, result.workload, f"{loc}.workload"),
+            variant_id=self._named_id(Variant, result.variant, f"{loc}.variant"),
             repeat=result.repeat,
             attempt=1,
             source=RunSource.ci.value,
@@ -429,12 +492,23 @@ class _CatalogLookup:
 
 
 def submit_results(
-    session: Session, batch: ResultsBatch, *, token_scope: str | None, idempotency_key: str | None
+    session: Session,
+    batch: ResultsBatch,
+    *,
+    token_scope: str | None,
+    idempotency_key: str | None,
+    optimistic: bool = False,
 ) -> SubmitOutcome:
-    """Store a CI batch as one run per result, or return the runs a first identical submission created."""
+    """Store a CI batch as one run per result, or return the runs a first identical submission created.
+
+    ``optimistic`` is the happy path in the fewest statements: it does not look for the keys' runs
+    first (the unique index on ``runs.idempotency_key`` refuses a repeat) and takes catalog ids from
+    this process's cache. A repeat, a stale cached id or a concurrent winner then fails with an
+    :class:`IntegrityError`, after which the caller asks again without ``optimistic``.
+    """
     keys = result_keys(batch, idempotency_key)
-    existing = _existing_runs(session, keys)
-    if all(k is not None and k in existing for k in keys):
+    existing = {} if optimistic else _existing_runs(session, keys)
+    if existing and all(k is not None and k in existing for k in keys):
         return SubmitOutcome([existing[str(k)] for k in keys], created=False)
     _check_keys_distinct(keys)
     todo = [
@@ -443,7 +517,7 @@ def submit_results(
         if key not in existing
     ]
     rows = _validated(todo)
-    lookup = _CatalogLookup(session, token_scope)
+    lookup = _CatalogLookup(session, token_scope, cached=optimistic)
     runs: dict[int, Run] = {}
     for i, submitted, result in todo:
         run = lookup.run_for(submitted, f"results[{i}]", keys[i])
@@ -478,9 +552,25 @@ def submit_results_retrying(
 ) -> SubmitOutcome:
     """:func:`submit_results` in its own transaction, tried again when a concurrent one got there first.
 
-    On the retry the winner's rows are visible, so the same key returns the winner's run ids: twenty
-    clients sending the same batch at once store it exactly once.
+    The first try is optimistic (no idempotency look-up, cached catalog ids). If it fails on a
+    constraint, or refuses a batch that carries idempotency keys (a repeat is answered by its first
+    submission even when the repeat itself would be refused), the cache is dropped and the batch is
+    tried the careful way: on the retry the winner's rows are visible, so the same key returns the
+    winner's run ids: twenty clients sending the same batch at once store it exactly once.
     """
+    keyed = any(k is not None for k in result_keys(batch, idempotency_key))
+    try:
+        with database.transaction() as session:
+            return submit_results(
+                session, batch, token_scope=token_scope, idempotency_key=idempotency_key, optimistic=True
+            )
+    except ProblemError:
+        if not keyed:
+            raise
+    except DBAPIError as exc:
+        if not _retryable(exc):
+            raise
+        catalog_ids(database.engine).clear()
     for attempt in range(attempts):
         try:
             with database.transaction() as session:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -14,7 +15,7 @@ from sqlalchemy import func, select
 from ablate.backend.db.models import Cluster, Run, RunMetric, RunSeries
 from tests.api.conftest import auth, make_token
 from tests.api.helpers import CLUSTER, REF, RELEASE, assert_problem, create_release, result, snapshot
-from tests.support.live_server import LiveServer
+from tests.support.live_server import LiveServer, start_live_server
 
 
 def test_contract_example_is_stored(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
@@ -233,3 +234,72 @@ def test_concurrent_submissions_store_each_result_once(
         assert len({i for pair in ids for i in pair}) == 2 * clients == stored
     assert metrics == 3 * stored and series == stored and clusters == 1
     assert CLUSTER["name"] == "h200-2x8"
+
+
+def _by_name(**overrides: Any) -> dict[str, Any]:
+    """A result naming catalog entries that exist (the form the per-process id cache serves)."""
+    return result(
+        cluster="h200-2x8", workload="deepspeed/llama3-8b", variant="AC2+ACCL+CompilerOpt", **overrides
+    )
+
+
+def _release_of(database: Any, run_id: int) -> int:
+    with database.read() as s:
+        return int(s.scalar(select(Run.release_id).where(Run.id == run_id)))
+
+
+def test_release_deleted_and_created_again_by_another_worker_gets_the_new_results(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client, db_url: str
+) -> None:
+    """Two servers on one database stand for two worker processes: each keeps its own catalog ids
+    (the caches are per engine), so the second's deletion leaves the first holding a stale id."""
+    create_release(admin)
+    first = ci.post("/results", json={"results": [result()]})  # defines the entries in full
+    assert first.status_code == 201, first.text
+    cached = ci.post("/results", json={"results": [_by_name(repeat=1)]})  # now served from the cache
+    assert cached.status_code == 201, cached.text
+    old_release = _release_of(live_server.database, cached.json()["run_ids"][0])
+    with start_live_server(db_url) as other:
+        other_admin = make_token(other.database, "other-admin", "admin")
+        with httpx.Client(base_url=other.api, timeout=30, headers=auth(other_admin)) as admin2:
+            assert admin2.delete(f"/releases/{REF}").status_code == 200
+            created = create_release(admin2)
+    assert created["id"] != old_release or live_server.database.dialect == "sqlite"
+    again = ci.post("/results", json={"results": [_by_name(repeat=2)]})
+    assert again.status_code == 201, again.text
+    assert _release_of(live_server.database, again.json()["run_ids"][0]) == created["id"]
+    with live_server.database.read() as s:
+        assert s.scalar(select(func.count()).select_from(Run)) == 1  # the old release's runs went with it
+
+
+def test_deleted_release_is_not_confused_with_one_created_after_it(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client, db_url: str
+) -> None:
+    """SQLite hands a deleted largest id out again: a cached id must not land results on another release."""
+    create_release(admin)
+    assert ci.post("/results", json={"results": [result()]}).status_code == 201
+    assert ci.post("/results", json={"results": [_by_name(repeat=1)]}).status_code == 201
+    with start_live_server(db_url) as other:
+        other_admin = make_token(other.database, "other-admin", "admin")
+        with httpx.Client(base_url=other.api, timeout=30, headers=auth(other_admin)) as admin2:
+            assert admin2.delete(f"/releases/{REF}").status_code == 200
+            create_release(admin2, tag="26.01")
+    before = snapshot(live_server.database)
+    assert_problem(ci.post("/results", json={"results": [_by_name(repeat=2)]}), 404, loc="results[0].release")
+    assert snapshot(live_server.database) == before
+
+
+def test_token_revoked_by_another_worker_stops_working_within_a_second(
+    live_server: LiveServer, ci: httpx.Client, submit_token: str, db_url: str
+) -> None:
+    """Each process remembers a live token for up to a second (tokens.CACHE_SECONDS)."""
+    assert ci.get("/runs").status_code == 200  # remembered by this server now
+    with start_live_server(db_url) as other:
+        other_admin = make_token(other.database, "other-admin", "admin")
+        with httpx.Client(base_url=other.api, timeout=30, headers=auth(other_admin)) as admin2:
+            token_id = next(t["id"] for t in admin2.get("/tokens").json() if t["name"] == "test-ci")
+            assert admin2.post(f"/tokens/{token_id}/revoke").status_code == 200
+    deadline = time.monotonic() + 30  # a bound far above the cache's second, for a loaded machine
+    while ci.get("/runs").status_code != 401:
+        assert time.monotonic() < deadline, "the revoked token still works"
+        time.sleep(0.05)
