@@ -1,8 +1,5 @@
 """Bearer-token authentication as FastAPI dependencies: ``Depends(require("submit"))``.
 
-A live token is remembered per process for ``tokens.CACHE_SECONDS`` (1 s), so a client sending many
-requests costs one token look-up a second; a revocation elsewhere takes effect within that second.
-
 No token: 401. Unknown or revoked token: 401. Token without the scope: 403. Reads are open unless
 ``read_requires_token`` is set. Secrets are never logged: only the token's name reaches logs.
 
@@ -40,22 +37,17 @@ def authenticate(request: Request, secret: str | None = None) -> Principal | Non
     if secret is None:
         return None
     database = request.app.state.database
-    cache = tokens.cache_for(database.engine)
-    known = cache.get(secret)
-    if known is None:
-        with database.read() as session:
-            token = tokens.authenticate(session, secret)
-            if token is None:
-                raise Unauthorized("the token is unknown or revoked")
-            known = Principal(token.id, token.name, token.scope), token.last_used_at
-        cache.put(secret, *known)
-    principal, stale = known
+    with database.read() as session:
+        token = tokens.authenticate(session, secret)
+        if token is None:
+            raise Unauthorized("the token is unknown or revoked")
+        principal = Principal(token.id, token.name, token.scope)
+        stale = token.last_used_at
     if stale is None or utcnow() - stale > tokens.TOUCH_EVERY:
         with database.transaction() as session:
             live = session.get(ApiToken, principal.token_id)
             if live is not None:
                 tokens.touch(session, live)
-                cache.touched(secret, live.last_used_at)
     return principal
 
 

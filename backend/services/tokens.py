@@ -9,12 +9,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import time
-import weakref
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
@@ -26,10 +24,6 @@ PREFIX = "abl_"
 RANK = {TokenScope.read.value: 0, TokenScope.submit.value: 1, TokenScope.admin.value: 2}
 # last_used_at is a write; doing it at most once a minute per token keeps reads read-only.
 TOUCH_EVERY = timedelta(seconds=60)
-# A live token is remembered per process for this long, so a busy client costs no look-up per request.
-# Revoking it through this process's API forgets it at once; from elsewhere (the CLI, another worker)
-# the revocation takes effect within this time.
-CACHE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -94,50 +88,6 @@ def authenticate(session: Session, secret: str) -> ApiToken | None:
     if token is None or not hmac.compare_digest(token.secret_hash, digest) or token.revoked_at is not None:
         return None
     return token
-
-
-@dataclass
-class _Live:
-    principal: Principal
-    last_used_at: datetime | None
-    until: float
-
-
-class TokenCache:
-    """Live tokens by secret digest, each for at most :data:`CACHE_SECONDS` (unknown ones never)."""
-
-    def __init__(self) -> None:
-        self._live: dict[str, _Live] = {}
-
-    def get(self, secret: str) -> tuple[Principal, datetime | None] | None:
-        entry = self._live.get(hash_secret(secret))
-        if entry is None or time.monotonic() >= entry.until:
-            return None
-        return entry.principal, entry.last_used_at
-
-    def put(self, secret: str, principal: Principal, last_used_at: datetime | None) -> None:
-        now = time.monotonic()
-        self._live = {d: e for d, e in self._live.items() if e.until > now}  # drop the expired
-        self._live[hash_secret(secret)] = _Live(principal, last_used_at, now + CACHE_SECONDS)
-
-    def touched(self, secret: str, last_used_at: datetime | None) -> None:
-        entry = self._live.get(hash_secret(secret))
-        if entry is not None:
-            entry.last_used_at = last_used_at
-
-    def clear(self) -> None:
-        self._live = {}
-
-
-_CACHES: weakref.WeakKeyDictionary[Engine, TokenCache] = weakref.WeakKeyDictionary()
-
-
-def cache_for(engine: Engine) -> TokenCache:
-    """This process's cache of live tokens of the engine's database."""
-    cache = _CACHES.get(engine)
-    if cache is None:
-        cache = _CACHES.setdefault(engine, TokenCache())
-    return cache
 
 
 def touch(session: Session, token: ApiToken) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -289,17 +288,14 @@ def test_deleted_release_is_not_confused_with_one_created_after_it(
     assert snapshot(live_server.database) == before
 
 
-def test_token_revoked_by_another_worker_stops_working_within_a_second(
+def test_token_revoked_by_another_worker_is_refused_on_the_next_request(
     live_server: LiveServer, ci: httpx.Client, submit_token: str, db_url: str
 ) -> None:
-    """Each process remembers a live token for up to a second (tokens.CACHE_SECONDS)."""
-    assert ci.get("/runs").status_code == 200  # remembered by this server now
+    """No process remembers a token: a revocation anywhere holds from the next request on."""
+    assert ci.get("/runs").status_code == 200
     with start_live_server(db_url) as other:
         other_admin = make_token(other.database, "other-admin", "admin")
         with httpx.Client(base_url=other.api, timeout=30, headers=auth(other_admin)) as admin2:
             token_id = next(t["id"] for t in admin2.get("/tokens").json() if t["name"] == "test-ci")
             assert admin2.post(f"/tokens/{token_id}/revoke").status_code == 200
-    deadline = time.monotonic() + 30  # a bound far above the cache's second, for a loaded machine
-    while ci.get("/runs").status_code != 401:
-        assert time.monotonic() < deadline, "the revoked token still works"
-        time.sleep(0.05)
+    assert ci.get("/runs").status_code == 401
