@@ -35,10 +35,11 @@ class Submitter:
         self.runners = dict(runners or {})
         self.preflight = preflight  # ABLATE_PREFLIGHT, handed to every node task
         self.board: Any = None
+        self.board_name = ""  # node tasks look the board up by name (a handle per task costs more)
         self.devices: Any = None  # the DeviceAllocator actor
         self._node_task: Any = None
         self._rendezvous: Any = None
-        self._factory_refs: dict[str, Any] = {}
+        self._factory_blobs: dict[str, bytes] = {}
         self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
 
     @property
@@ -50,7 +51,7 @@ class Submitter:
         address = ray_runtime.ensure_ray(settings)
         self._node_task = ray_runtime.remote_node_task()
         self._rendezvous = ray_runtime.remote_rendezvous()
-        self.board = ray_runtime.start_board()
+        self.board, self.board_name = ray_runtime.start_board()
         self.devices = ray_runtime.start_device_allocator()
         return address
 
@@ -108,12 +109,15 @@ class Submitter:
     def launch_nodes(self, ex: Execution, per_node: list[list[dict[str, Any]]]) -> list[Any]:
         """One node task per entry of ``per_node`` (that node's rank specs); returns their references."""
         ex.phase = "running"
-        factory = self._factory_ref(ex.spec.runner_name)
+        factory = self._factory_blob(ex.spec.runner_name)
+        # Only runs on a custom device resource (PPU) take devices from the allocator; an actor handle
+        # in every other run's arguments, and its release call, would be pure overhead.
+        allocator = self.devices if ex.demand.custom else None
+        checks = {**ex.plan.checks, "preflight": self.preflight}
         refs = []
         for index, specs in enumerate(per_node):
-            checks = {**ex.plan.checks, "preflight": self.preflight}
             ref = self._node_task.options(**self._node_options(ex, index)).remote(
-                specs, checks, self.board, factory, self.devices
+                specs, checks, self.board_name or None, factory, allocator
             )
             ex.node_refs.append(ref)
             refs.append(ex.wait_on(ref))
@@ -138,16 +142,18 @@ class Submitter:
             opts["runtime_env"] = ex.plan.runtime_env
         return opts
 
-    def _factory_ref(self, name: str) -> Any:
-        """A runner factory given to this dispatcher, put in Ray's object store once (not pickled
-        into every task); None lets the worker look the runner up in its own registry."""
+    def _factory_blob(self, name: str) -> bytes | None:
+        """A runner factory given to this dispatcher, pickled once; the worker unpickles it once per
+        process (see :func:`ablate.workers.dispatch.task.factory_from`). Small bytes travel inline with
+        the task, where an object-store reference made Ray fetch it before every task. None lets the
+        worker look the runner up in its own registry."""
         if name not in self.runners:
             return None
-        if name not in self._factory_refs:
-            import ray
+        if name not in self._factory_blobs:
+            from ray import cloudpickle
 
-            self._factory_refs[name] = ray.put(self.runners[name])
-        return self._factory_refs[name]
+            self._factory_blobs[name] = cloudpickle.dumps(self.runners[name])
+        return self._factory_blobs[name]
 
     def kill(self, ex: Execution) -> None:
         """Stop whatever of the execution still runs. Force: the worker process is killed and its
@@ -163,7 +169,7 @@ class Submitter:
                 ray.cancel(ref, force=True)
             except Exception as exc:  # finished already, or the worker is gone
                 log.debug("cancel of run %s node task: %s", ex.run_id, exc)
-        if self.devices is not None and ex.node_refs:
+        if self.devices is not None and ex.node_refs and ex.demand.custom:
             self.devices.release.remote(ex.run_id, ex.attempt)  # what a killed node task kept
         if ex.pg is not None:
             from ray.util.placement_group import remove_placement_group
