@@ -60,12 +60,13 @@ def bare(i: int) -> dict[str, object]:
     return {"status": "succeeded", "metrics": {"throughput_tokens_per_s": [1.0, "tokens/s"]}, "i": i}
 
 
-def time_bare(n: int) -> float:
+def time_bare(n: int) -> tuple[float, float]:
+    """Wall time and this process's CPU time (Ray's driver threads included) for ``n`` bare tasks."""
     task = ray.remote(num_cpus=1, max_retries=0)(bare)
     ray.get([task.remote(i) for i in range(min(n, 20))])  # warm-up: workers started
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ray.get([task.remote(i) for i in range(n)])
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def queue(database: Database, n: int, tag: str) -> int:
@@ -89,18 +90,18 @@ def queue(database: Database, n: int, tag: str) -> int:
         return create_study(s, plan).id
 
 
-def time_dispatcher(database: Database, settings: Settings, n: int) -> tuple[float, int]:
+def time_dispatcher(database: Database, settings: Settings, n: int) -> tuple[float, float, int]:
     d = Dispatcher(settings, database, runners={"noop": NoopRunner})
     d.connect()
     queue(database, 20, "warm-up")
     d.drain(timeout_s=300)
     study = queue(database, n, "measured")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     d.drain(timeout_s=3600)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     with database.read() as s:
         done = s.query(Run).filter(Run.study_id == study, Run.status == "succeeded").count()
-    return elapsed, done
+    return elapsed, cpu, done
 
 
 def main() -> None:
@@ -128,13 +129,18 @@ def measure(args: argparse.Namespace, tmp: Path, url: str) -> None:
     ray.init(address="local", include_dashboard=False, log_to_driver=False, namespace="ablate-bench")
     cpus = int(ray.cluster_resources().get("CPU", 0))
 
-    bare_s = time_bare(args.runs)
-    disp_s, done = time_dispatcher(database, settings, args.runs)
+    bare_s, bare_cpu = time_bare(args.runs)
+    disp_s, disp_cpu, done = time_dispatcher(database, settings, args.runs)
     n = args.runs - args.runs % 5 if args.runs >= 5 else args.runs
     print(f"database            {database.dialect}   Ray CPUs {cpus}   concurrency {args.concurrency}")
     print(f"bare Ray tasks      {args.runs:5d} in {bare_s:7.2f} s   {args.runs / bare_s:8.1f} tasks/s")
     print(f"dispatcher + db     {done:5d} in {disp_s:7.2f} s   {n / disp_s:8.1f} runs/s")
     print(f"ratio (dispatcher time / bare time per item)   {(disp_s / n) / (bare_s / args.runs):.2f}x")
+    # Less sensitive to other load on the machine than wall time: what this process spent per item.
+    print(
+        f"driver CPU per item   bare {bare_cpu / args.runs * 1e3:.2f} ms   "
+        f"dispatcher {disp_cpu / n * 1e3:.2f} ms"
+    )
     ray.shutdown()
     database.dispose()
 

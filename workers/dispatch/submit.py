@@ -39,7 +39,7 @@ class Submitter:
         self.devices: Any = None  # the DeviceAllocator actor
         self._node_task: Any = None
         self._rendezvous: Any = None
-        self._factory_blobs: dict[str, bytes] = {}
+        self._factory_refs: dict[str, Any] = {}
         self._nodes: tuple[float, list[NodeInfo]] = (0.0, [])
 
     @property
@@ -109,7 +109,7 @@ class Submitter:
     def launch_nodes(self, ex: Execution, per_node: list[list[dict[str, Any]]]) -> list[Any]:
         """One node task per entry of ``per_node`` (that node's rank specs); returns their references."""
         ex.phase = "running"
-        factory = self._factory_blob(ex.spec.runner_name)
+        factory = self._factory_ref(ex.spec.runner_name)
         # Only runs on a custom device resource (PPU) take devices from the allocator; an actor handle
         # in every other run's arguments, and its release call, would be pure overhead.
         allocator = self.devices if ex.demand.custom else None
@@ -142,18 +142,18 @@ class Submitter:
             opts["runtime_env"] = ex.plan.runtime_env
         return opts
 
-    def _factory_blob(self, name: str) -> bytes | None:
-        """A runner factory given to this dispatcher, pickled once; the worker unpickles it once per
-        process (see :func:`ablate.workers.dispatch.task.factory_from`). Small bytes travel inline with
-        the task, where an object-store reference made Ray fetch it before every task. None lets the
-        worker look the runner up in its own registry."""
+    def _factory_ref(self, name: str) -> Any:
+        """A runner factory given to this dispatcher, put in Ray's object store once (not pickled
+        into every task); None lets the worker look the runner up in its own registry. (Pickled bytes
+        inline with each task were cheaper, but then a worker whose node was just killed could still
+        return its result, and the lost node went unnoticed: tests/workers/test_node_loss.py.)"""
         if name not in self.runners:
             return None
-        if name not in self._factory_blobs:
-            from ray import cloudpickle
+        if name not in self._factory_refs:
+            import ray
 
-            self._factory_blobs[name] = cloudpickle.dumps(self.runners[name])
-        return self._factory_blobs[name]
+            self._factory_refs[name] = ray.put(self.runners[name])
+        return self._factory_refs[name]
 
     def kill(self, ex: Execution) -> None:
         """Stop whatever of the execution still runs. Force: the worker process is killed and its

@@ -63,20 +63,6 @@ def _board(board: Any) -> Any:
     return _boards[board]
 
 
-_factories: dict[bytes, Callable[[], Runner]] = {}
-
-
-def factory_from(factory: Callable[[], Runner] | bytes | None) -> Callable[[], Runner] | None:
-    """A runner factory as given, or unpickled from the dispatcher's bytes once per worker process."""
-    if not isinstance(factory, bytes):
-        return factory
-    if factory not in _factories:
-        from ray import cloudpickle
-
-        _factories[factory] = cloudpickle.loads(factory)
-    return _factories[factory]
-
-
 def throttled_progress(board: Any, run_id: int, interval_s: float = PROGRESS_INTERVAL_S) -> ProgressCallback:
     """Forward at most one progress report per ``interval_s`` (and always the last step) to the board
     actor (a handle, or its name), fire-and-forget: progress must never slow the benchmark it measures."""
@@ -165,13 +151,13 @@ def run_node(
     specs: list[dict[str, Any]],
     checks: dict[str, Any],
     board: Any = None,
-    runner_factory: Callable[[], Runner] | bytes | None = None,
+    runner_factory: Callable[[], Runner] | None = None,
     allocator: Any = None,
 ) -> dict[str, Any]:
     """The body of a node task. Never raises for run failures: returns a RunResult dict with times,
     this node's facts and its log files (see :func:`ablate.workers.dispatch.logs.collect`).
-    ``board``: the progress board or its actor name; ``runner_factory``: a factory or its pickle;
-    ``allocator``: the device allocator, given only to runs on a custom device resource."""
+    ``board``: the progress board or its actor name; ``allocator``: the device allocator, given only
+    to runs on a custom device resource."""
     reaper.active()
     started = _now()
     host = socket.gethostname()
@@ -202,8 +188,7 @@ def run_node(
                 f"preflight failed on {host}: {report.reason}", "infrastructure", environment=lead.env
             )
         else:
-            factory = factory_from(runner_factory)
-            runner = factory() if factory is not None else get_runner(lead.runner_name)
+            runner = runner_factory() if runner_factory is not None else get_runner(lead.runner_name)
             progress = throttled_progress(board, lead.run_id)
             result = _run_ranks(runner, rank_specs, progress)
             # set on the function by throttled_progress (why it is untyped: see there)
