@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -64,12 +65,13 @@ def bare(i: int) -> dict[str, object]:
     return {"status": "succeeded", "metrics": {"throughput_tokens_per_s": [1.0, "tokens/s"]}, "i": i}
 
 
-def time_bare(n: int) -> float:
+def time_bare(n: int) -> tuple[float, float]:
+    """Wall time and this process's CPU time (Ray's driver threads included) for ``n`` bare tasks."""
     task = ray.remote(num_cpus=1, max_retries=0)(bare)
     ray.get([task.remote(i) for i in range(min(n, 20))])  # warm-up: workers started
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ray.get([task.remote(i) for i in range(n)])
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def _variants(n: int) -> int:
@@ -99,19 +101,19 @@ def queue(database: Database, n: int, tag: str) -> int:
         return create_study(s, plan).id
 
 
-def time_dispatcher(database: Database, settings: Settings, n: int) -> tuple[float, int]:
+def time_dispatcher(database: Database, settings: Settings, n: int) -> tuple[float, float, int]:
     d = Dispatcher(settings, database, runners={"noop": NoopRunner})
     d.connect()
     queue(database, 20, "warm-up")
     d.drain(timeout_s=300)
     study = queue(database, n, "measured")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     d.drain(timeout_s=3600)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     d.shutdown()  # retired: the next measurement of a curve starts its own dispatcher
     with database.read() as s:
         done = s.query(Run).filter(Run.study_id == study, Run.status == "succeeded").count()
-    return elapsed, done
+    return elapsed, cpu, done
 
 
 def main() -> None:
@@ -126,11 +128,17 @@ def main() -> None:
     register_runner("noop", NoopRunner)  # create_study checks the runner by name
 
     with local_ray() as cpus, fresh_database(args.backend) as url:
-        bare_s, disp_s, done = measure(url, args.runs, args.concurrency)
+        m = measure(url, args.runs, args.concurrency)
+    n = args.runs
     print(f"database            {args.backend}   Ray CPUs {cpus}   concurrency {args.concurrency}")
-    print(f"bare Ray tasks      {args.runs:5d} in {bare_s:7.2f} s   {args.runs / bare_s:8.1f} tasks/s")
-    print(f"dispatcher + db     {done:5d} in {disp_s:7.2f} s   {args.runs / disp_s:8.1f} runs/s")
-    print(f"ratio (dispatcher time / bare time per item)   {disp_s / bare_s:.2f}x")
+    print(f"bare Ray tasks      {n:5d} in {m.bare_s:7.2f} s   {n / m.bare_s:8.1f} tasks/s")
+    print(f"dispatcher + db     {m.done:5d} in {m.disp_s:7.2f} s   {n / m.disp_s:8.1f} runs/s")
+    print(f"ratio (dispatcher time / bare time per item)   {m.disp_s / m.bare_s:.2f}x")
+    # Less sensitive to other load on the machine than wall time: what this process spent per item.
+    print(
+        f"driver CPU per item   bare {m.bare_cpu_s / n * 1e3:.2f} ms   "
+        f"dispatcher {m.disp_cpu_s / n * 1e3:.2f} ms"
+    )
 
 
 @contextmanager
@@ -143,7 +151,18 @@ def local_ray() -> Iterator[int]:
         ray.shutdown()
 
 
-def measure(url: str, runs: int, concurrency: int, *, bare_first: bool = True) -> tuple[float, float, int]:
+@dataclass(frozen=True)
+class Measured:
+    """Both sides of one measurement: wall and this process's CPU seconds, and the runs that succeeded."""
+
+    bare_s: float
+    bare_cpu_s: float
+    disp_s: float
+    disp_cpu_s: float
+    done: int
+
+
+def measure(url: str, runs: int, concurrency: int, *, bare_first: bool = True) -> Measured:
     """Seconds for ``runs`` bare Ray tasks and for ``runs`` queued runs through the dispatcher (on the
     fresh database ``url``), and how many of those succeeded; ``bare_first`` orders the two sides."""
     database = Database.from_url(url)
@@ -156,14 +175,14 @@ def measure(url: str, runs: int, concurrency: int, *, bare_first: bool = True) -
     )
     try:
         if bare_first:
-            bare_s = time_bare(runs)
-            disp_s, done = time_dispatcher(database, settings, runs)
+            bare = time_bare(runs)
+            disp = time_dispatcher(database, settings, runs)
         else:
-            disp_s, done = time_dispatcher(database, settings, runs)
-            bare_s = time_bare(runs)
+            disp = time_dispatcher(database, settings, runs)
+            bare = time_bare(runs)
     finally:
         database.dispose()
-    return bare_s, disp_s, done
+    return Measured(bare[0], bare[1], disp[0], disp[1], disp[2])
 
 
 if __name__ == "__main__":

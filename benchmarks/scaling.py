@@ -177,7 +177,8 @@ def dispatch_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
             disp_s: list[float] = []
             for rep in range(args.reps):
                 with fresh_database(args.backend) as url:
-                    b, d, done = measure(url, n, args.concurrency, bare_first=rep % 2 == 0)
+                    m = measure(url, n, args.concurrency, bare_first=rep % 2 == 0)
+                    b, d, done = m.bare_s, m.disp_s, m.done
                 if done != n:
                     raise SystemExit(f"{done} of {n} runs succeeded")
                 bare_s.append(b)

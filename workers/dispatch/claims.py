@@ -22,10 +22,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, select, update
-from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.db.models import Cluster, DispatcherPresence, Run, RunSource, RunStatus
+from ablate.backend.db.models import (
+    Cluster,
+    DispatcherPresence,
+    Release,
+    Run,
+    RunSource,
+    RunStatus,
+    Variant,
+    Workload,
+)
 from ablate.workers.dispatch import identity
 from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
@@ -119,35 +128,48 @@ def _columns(obj: Any, exclude: tuple[str, ...] = ("id", "created_at")) -> dict[
 
 
 def load_claimed(session: Session, claimed: Sequence[Claimed]) -> tuple[list[RunRows], set[int]]:
-    """The rows of claimed runs (in claim order), in one query, as plain values for the spec builder;
-    and the studies they belong to."""
+    """The rows of claimed runs (in claim order) as plain values for the spec builder, and the studies
+    they belong to: one query for the runs' own columns, then one per table for the distinct rows they
+    name (a batch of 64 runs names a handful of variants; a join would repeat and map each per run)."""
     if not claimed:
         return [], set()
-    runs = session.scalars(
-        select(Run)
-        .options(
-            joinedload(Run.variant),
-            joinedload(Run.workload),
-            joinedload(Run.cluster),
-            joinedload(Run.release),
-        )
-        .where(Run.id.in_([c.run_id for c in claimed]))
+    runs = session.execute(
+        select(
+            Run.id,
+            Run.attempt,
+            Run.study_id,
+            Run.provenance,
+            Run.workload_id,
+            Run.variant_id,
+            Run.cluster_id,
+            Run.release_id,
+        ).where(Run.id.in_([c.run_id for c in claimed]))
     ).all()
     by_id = {r.id: r for r in runs}
+    workloads = _rows_by_id(session, Workload, {r.workload_id for r in runs})
+    variants = _rows_by_id(session, Variant, {r.variant_id for r in runs})
+    clusters = _rows_by_id(session, Cluster, {r.cluster_id for r in runs})
+    releases = _rows_by_id(session, Release, {r.release_id for r in runs})
+    refs = {i: f"{v['image']}:{v['tag']}" for i, v in releases.items()}
     rows = [
         RunRows(
             run_id=run.id,
             attempt=run.attempt,
-            release_ref=run.release.ref,
-            workload=_columns(run.workload),
-            variant=_columns(run.variant),
-            cluster=_columns(run.cluster),
-            release=_columns(run.release),
+            release_ref=refs[run.release_id],
+            workload=dict(workloads[run.workload_id]),
+            variant=dict(variants[run.variant_id]),
+            cluster=dict(clusters[run.cluster_id]),
+            release=dict(releases[run.release_id]),
             excluded_nodes=excluded_nodes(run.provenance),
         )
         for run in (by_id[c.run_id] for c in claimed)
     ]
     return rows, {r.study_id for r in runs if r.study_id is not None}
+
+
+def _rows_by_id(session: Session, model: Any, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """The rows of ``model`` with these ids, as their column values (see :func:`_columns`)."""
+    return {obj.id: _columns(obj) for obj in session.scalars(select(model).where(model.id.in_(ids)))}
 
 
 def _mine(owner: str) -> ColumnElement[bool]:

@@ -59,20 +59,25 @@ def remote_rendezvous() -> Any:
     return ray.remote(num_cpus=0, max_retries=0)(rendezvous)
 
 
-def _actor_on_this_node(cls: type) -> Any:
+def _actor_on_this_node(cls: type, name: str | None = None) -> Any:
     """An actor of ``cls`` with no CPU, restarted if it dies, on the dispatcher's own node: one on a
     worker node would be lost with that node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    return ray.remote(num_cpus=0, max_restarts=-1)(cls).options(scheduling_strategy=here).remote()
+    return ray.remote(num_cpus=0, max_restarts=-1)(cls).options(scheduling_strategy=here, name=name).remote()
 
 
-def start_board() -> Any:
+def start_board() -> tuple[Any, str]:
+    """The dispatcher's progress board and its actor name (unique per dispatcher, in our namespace):
+    node tasks get the name and look the board up when their runner first reports progress."""
+    import uuid
+
     from ablate.workers.dispatch.board import ProgressBoard
 
-    return _actor_on_this_node(ProgressBoard)
+    name = f"ablate-progress-{uuid.uuid4().hex[:12]}"
+    return _actor_on_this_node(ProgressBoard, name), name
 
 
 def start_device_allocator() -> Any:

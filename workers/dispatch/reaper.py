@@ -72,10 +72,43 @@ def reaper_pid() -> int | None:
 
 
 def _descendants(parent: psutil.Process, me: int) -> dict[int, float]:
-    try:
-        return {p.pid: p.create_time() for p in parent.children(recursive=True) if p.pid != me}
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return {}
+    pids = _child_pids(parent.pid)
+    if pids is None:  # no /proc/<pid>/task/<tid>/children (kernel without CONFIG_PROC_CHILDREN)
+        try:
+            return {p.pid: p.create_time() for p in parent.children(recursive=True) if p.pid != me}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return {}
+    out: dict[int, float] = {}
+    for pid in pids:
+        if pid != me:
+            with contextlib.suppress(psutil.Error):
+                out[pid] = psutil.Process(pid).create_time()
+    return out
+
+
+def _child_pids(root: int) -> list[int] | None:
+    """Every descendant of ``root``, read from each thread's ``children`` file: a few small reads,
+    where psutil's ``children(recursive=True)`` reads the stat file of every process on the machine
+    (about 15 ms with 120 processes, once per run and per poll). None when the kernel lacks the file."""
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return None
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # gone meanwhile
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            out.extend(kids)
+            stack.extend(kids)
+    return out
 
 
 def _kill_recorded(seen: dict[int, float]) -> None:

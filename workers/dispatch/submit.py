@@ -35,6 +35,7 @@ class Submitter:
         self.runners = dict(runners or {})
         self.preflight = preflight  # ABLATE_PREFLIGHT, handed to every node task
         self.board: Any = None
+        self.board_name = ""  # node tasks look the board up by name (a handle per task costs more)
         self.devices: Any = None  # the DeviceAllocator actor
         self._node_task: Any = None
         self._rendezvous: Any = None
@@ -50,7 +51,7 @@ class Submitter:
         address = ray_runtime.ensure_ray(settings)
         self._node_task = ray_runtime.remote_node_task()
         self._rendezvous = ray_runtime.remote_rendezvous()
-        self.board = ray_runtime.start_board()
+        self.board, self.board_name = ray_runtime.start_board()
         self.devices = ray_runtime.start_device_allocator()
         return address
 
@@ -109,11 +110,14 @@ class Submitter:
         """One node task per entry of ``per_node`` (that node's rank specs); returns their references."""
         ex.phase = "running"
         factory = self._factory_ref(ex.spec.runner_name)
+        # Only runs on a custom device resource (PPU) take devices from the allocator; an actor handle
+        # in every other run's arguments, and its release call, would be pure overhead.
+        allocator = self.devices if ex.demand.custom else None
+        checks = {**ex.plan.checks, "preflight": self.preflight}
         refs = []
         for index, specs in enumerate(per_node):
-            checks = {**ex.plan.checks, "preflight": self.preflight}
             ref = self._node_task.options(**self._node_options(ex, index)).remote(
-                specs, checks, self.board, factory, self.devices
+                specs, checks, self.board_name or None, factory, allocator
             )
             ex.node_refs.append(ref)
             refs.append(ex.wait_on(ref))
@@ -140,7 +144,9 @@ class Submitter:
 
     def _factory_ref(self, name: str) -> Any:
         """A runner factory given to this dispatcher, put in Ray's object store once (not pickled
-        into every task); None lets the worker look the runner up in its own registry."""
+        into every task); None lets the worker look the runner up in its own registry. (Pickled bytes
+        inline with each task were cheaper, but then a worker whose node was just killed could still
+        return its result, and the lost node went unnoticed: tests/workers/test_node_loss.py.)"""
         if name not in self.runners:
             return None
         if name not in self._factory_refs:
@@ -163,7 +169,7 @@ class Submitter:
                 ray.cancel(ref, force=True)
             except Exception as exc:  # finished already, or the worker is gone
                 log.debug("cancel of run %s node task: %s", ex.run_id, exc)
-        if self.devices is not None and ex.node_refs:
+        if self.devices is not None and ex.node_refs and ex.demand.custom:
             self.devices.release.remote(ex.run_id, ex.attempt)  # what a killed node task kept
         if ex.pg is not None:
             from ray.util.placement_group import remove_placement_group

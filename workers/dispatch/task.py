@@ -49,9 +49,23 @@ def rendezvous() -> tuple[str, int]:
     return ray.util.get_node_ip_address(), free_port()
 
 
+_boards: dict[str, Any] = {}  # board actor name -> handle, looked up once per worker process
+
+
+def _board(board: Any) -> Any:
+    """The board actor: a handle as given, or looked up by its name (see ``ray_runtime.start_board``)."""
+    if not isinstance(board, str):
+        return board
+    if board not in _boards:
+        import ray
+
+        _boards[board] = ray.get_actor(board)
+    return _boards[board]
+
+
 def throttled_progress(board: Any, run_id: int, interval_s: float = PROGRESS_INTERVAL_S) -> ProgressCallback:
     """Forward at most one progress report per ``interval_s`` (and always the last step) to the board
-    actor, fire-and-forget: progress must never slow the benchmark it measures."""
+    actor (a handle, or its name), fire-and-forget: progress must never slow the benchmark it measures."""
     last = [0.0]
 
     def report(step: int, total: int, throughput: float | None) -> None:
@@ -60,7 +74,10 @@ def throttled_progress(board: Any, run_id: int, interval_s: float = PROGRESS_INT
         if board is None or (now - last[0] < interval_s and step < total):
             return
         last[0] = now
-        board.report.remote(run_id, int(step), int(total), throughput)
+        try:
+            _board(board).report.remote(run_id, int(step), int(total), throughput)
+        except Exception:  # best effort: a board that cannot be found must not fail the run
+            return
 
     latest: list[Any] = []
     # The last report, returned with the result. mypy does not type attributes set on a function; a
@@ -138,7 +155,9 @@ def run_node(
     allocator: Any = None,
 ) -> dict[str, Any]:
     """The body of a node task. Never raises for run failures: returns a RunResult dict with times,
-    this node's facts and its log files (see :func:`ablate.workers.dispatch.logs.collect`)."""
+    this node's facts and its log files (see :func:`ablate.workers.dispatch.logs.collect`).
+    ``board``: the progress board or its actor name; ``allocator``: the device allocator, given only
+    to runs on a custom device resource."""
     reaper.active()
     started = _now()
     host = socket.gethostname()
