@@ -79,14 +79,22 @@ def _variants(n: int) -> int:
     return next(v for v in (5, 4, 3, 2, 1) if n % v == 0)
 
 
+MAX_REPEATS = 100  # a plan's limit: larger queues spread over several workloads
+
+
 def queue(database: Database, n: int, tag: str) -> int:
     variants = _variants(n)
-    repeats = max(1, n // variants)
+    per_variant = max(1, n // variants)
+    workloads = next(
+        w for w in range(1, per_variant + 1) if per_variant % w == 0 and per_variant // w <= MAX_REPEATS
+    )
+    repeats = per_variant // workloads
     with database.transaction() as s:
         if catalog.find_release(s, "bench:1") is None:
             catalog.create_release(s, ReleaseCreate(image="bench", tag="1", platform="gpu"))
         catalog.resolve_named(s, Cluster, ClusterDef(name="bench-cpu", accelerator="cpu"), "cluster")
-        catalog.resolve_named(s, Workload, WorkloadDef(name="noop", runner="noop"), "workload")
+        for i in range(workloads):
+            catalog.resolve_named(s, Workload, WorkloadDef(name=f"noop{i}", runner="noop"), "workload")
         for i in range(5):
             catalog.resolve_named(s, Variant, VariantDef(name=f"v{i}", position=i), "variant")
         plan = StudyPlan(
@@ -94,7 +102,7 @@ def queue(database: Database, n: int, tag: str) -> int:
             release="bench:1",
             cluster="bench-cpu",
             variants=[f"v{i}" for i in range(variants)],
-            workloads=["noop"],
+            workloads=[f"noop{i}" for i in range(workloads)],
             repeats=repeats,
             order_seed=1,
         )
