@@ -114,7 +114,7 @@ def seed_copy(db: Database, url: str, history: int, variants: int, workloads: in
     with db.transaction() as session:
         first = ResultsBatch.model_validate({"results": [_result(tags[0], 0, 0, 0, names[0], 0)]}).results[0]
         stored = {m.name: (m.unit, m.better) for m in prepare_rows(result_from_ci(first)).metrics}
-        lookup, ids = _CatalogLookup(session, "admin"), {}
+        lookup, ids = _CatalogLookup(session, "admin", cached=False), {}
         for k, tag in enumerate(tags):
             for w in range(workloads):
                 for v, name in enumerate(names):
