@@ -29,9 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
-from ablate.backend.analysis.stats import clean_values, finite_or_none
+from ablate.backend.analysis.stats import clean_values, finite_or_none, t_critical, t_two_sided_p
 from ablate.backend.domain.metrics import Direction, describe_metric
 
 MAX_FACTORS = 12
@@ -173,9 +172,9 @@ def analyze_factorial(
             method = POOLED_EFFECT_METHOD
         lo = hi = p = None
         if se is not None and edf is not None and se > 0:
-            tcrit = float(stats.t.ppf(0.5 + confidence / 2, edf))
+            tcrit = t_critical(confidence, edf)
             lo, hi = math.exp(est - tcrit * se), math.exp(est + tcrit * se)
-            p = float(2 * stats.t.sf(abs(est) / se, edf))
+            p = t_two_sided_p(est / se, edf)
         return Effect(
             factors=subset,
             log_effect=est,

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from ablate.backend.analysis.stats import (
     BH_METHOD,
@@ -43,6 +42,7 @@ from ablate.backend.analysis.stats import (
     finite_or_none,
     sorted_median,
     t_critical,
+    t_two_sided_p,
     welch_log,
 )
 from ablate.backend.domain.metrics import Direction, describe_metric
@@ -332,7 +332,7 @@ def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
         diff = float(r.new_median) - mean
         if std > 0:
             t = diff / (std * math.sqrt(1.0 + 1.0 / len(used)))
-            p = float(2.0 * stats.t.sf(abs(t), len(used) - 1))
+            p = t_two_sided_p(t, len(used) - 1)
         else:
             # A history without spread (deterministic metric): any difference is outside it.
             t = math.copysign(math.inf, diff) if diff else 0.0
