@@ -23,15 +23,19 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def db_url(db_factory: DatabaseFactory, backend: str) -> str:
-    """A fresh, migrated database of the parametrised backend."""
-    return db_factory.new(backend)
+def db_url(db_factory: DatabaseFactory, backend: str) -> Iterator[str]:
+    """A fresh, migrated database of the parametrised backend, dropped when the test is done."""
+    url = db_factory.new(backend)
+    yield url
+    db_factory.drop(url)
 
 
 @pytest.fixture
-def empty_db_url(db_factory: DatabaseFactory, backend: str) -> str:
-    """A fresh database with no schema at all."""
-    return db_factory.new(backend, migrated=False)
+def empty_db_url(db_factory: DatabaseFactory, backend: str) -> Iterator[str]:
+    """A fresh database with no schema at all, dropped when the test is done."""
+    url = db_factory.new(backend, migrated=False)
+    yield url
+    db_factory.drop(url)
 
 
 @pytest.fixture
