@@ -237,6 +237,13 @@ WELCH_LOG_INTERVAL = "t-interval of the ratio of geometric means (welch-satterth
 BH_METHOD = "benjamini-hochberg (false discovery rate) across the comparisons of one analysis"
 
 
+# Spreads and differences of log values below this (values equal to about 12 significant digits)
+# are float rounding, not measurement: scaling the same data by a constant moves them by a few
+# units in the last place, and a t statistic of rounding over rounding is any number (p 0.29 or
+# 0.42 for one sample scaled by 0.25, found by tests/analysis/test_regression.py). They count as 0.
+LOG_RESOLUTION = 1e-12
+
+
 @dataclass(frozen=True)
 class WelchLog:
     """Welch's t on log values: log(geometric mean of c / geometric mean of r), its SE and test."""
@@ -250,6 +257,15 @@ class WelchLog:
     method: str = WELCH_LOG_TEST
 
 
+def _log_ratios(x: np.ndarray, ref: float) -> list[float]:
+    """log(x / ref), falling back to log(x) - log(ref) where the ratio over- or underflows."""
+    with np.errstate(over="ignore", under="ignore"):
+        q = x / ref
+    if np.isfinite(q).all() and q[0] > 0:
+        return np.log(q).tolist()
+    return (np.log(x) - math.log(ref)).tolist()
+
+
 def welch_log(c: np.ndarray, r: np.ndarray, confidence: float = 0.95) -> WelchLog | None:
     """Welch's unequal-variance t on log values of two positive samples (>= 2 values each).
 
@@ -259,12 +275,16 @@ def welch_log(c: np.ndarray, r: np.ndarray, confidence: float = 0.95) -> WelchLo
     measured on one cluster do), and named in ``method``.
     None when a side has fewer than two values or a non-positive value. Zero spread on both sides
     (deterministic metrics such as memory): the interval is the point and p is 0 for any difference
-    (1 for none), since the difference is then measured without error.
+    (1 for none), since the difference is then measured without error. Spreads and differences
+    below :data:`LOG_RESOLUTION` are rounding and count as none.
     """
     if c.size < 2 or r.size < 2 or c[0] <= 0 or r[0] <= 0:
         return None
-    mc, sc = _mean_sd(np.log(c).tolist())
-    mr, sr = _mean_sd(np.log(r).tolist())
+    # Logs of the ratios to one reference value (the smallest of r: order-free) are small numbers
+    # and keep their last digits, where log(x) of large or small x loses them to its magnitude.
+    mc, sc = _mean_sd(_log_ratios(c, r[0]))
+    mr, sr = _mean_sd(_log_ratios(r, r[0]))
+    sc, sr = (0.0 if s < LOG_RESOLUTION else s for s in (sc, sr))
     nc, nr = int(c.size), int(r.size)
     est = mc - mr
     if min(nc, nr) == 2:
@@ -278,7 +298,7 @@ def welch_log(c: np.ndarray, r: np.ndarray, confidence: float = 0.95) -> WelchLo
         df = (vc + vr) ** 2 / (vc * vc / (nc - 1) + vr * vr / (nr - 1)) if se > 0 else 0.0
         method = WELCH_LOG_TEST
     if se == 0.0:
-        return WelchLog(est, 0.0, None, 0.0 if est != 0 else 1.0, est, est, method)
+        return WelchLog(est, 0.0, None, 0.0 if abs(est) >= LOG_RESOLUTION else 1.0, est, est, method)
     p = t_two_sided_p(est / se, df)
     half = t_critical(confidence, df) * se
     return WelchLog(est, se, df, min(1.0, p), est - half, est + half, method)
