@@ -17,6 +17,14 @@ from pathlib import Path
 from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Written whole or not at all (a rename): tests poll for these files and must never read one
+    empty (a CI run under load read a pid file between its creation and its write)."""
+    partial = path.with_name(f".{path.name}.partial")  # hidden: no glob of the folder sees it
+    partial.write_text(text)
+    partial.replace(path)
+
+
 class FakeRunner:
     """``runner_options``: ``steps`` and ``step_s`` (progress), ``fail`` ("benchmark"), ``crash_once``
         (a marker path: the first attempt kills its own Ray worker), ``child`` (start a long-lived child in
@@ -43,7 +51,7 @@ class FakeRunner:
 
             node = ray.get_runtime_context().get_node_id()
             Path(opts["node_dir"]).mkdir(parents=True, exist_ok=True)
-            (Path(opts["node_dir"]) / f"rank{spec.rank}-{os.getpid()}").write_text(node)
+            _write_whole(Path(opts["node_dir"]) / f"rank{spec.rank}-{os.getpid()}", node)
         while opts.get("hold_until") and not Path(opts["hold_until"]).exists():
             time.sleep(0.1)  # until the test lets go (it kills a node meanwhile)
         if opts.get("fail"):
@@ -51,7 +59,7 @@ class FakeRunner:
         if opts.get("child"):
             child = subprocess.Popen(["sleep", "600"], start_new_session=True)
             Path(spec.log_dir).mkdir(parents=True, exist_ok=True)
-            (Path(spec.log_dir) / f"run-{spec.run_id}.child").write_text(str(child.pid))
+            _write_whole(Path(spec.log_dir) / f"run-{spec.run_id}.child", str(child.pid))
         steps = int(opts.get("steps", 3))
         for step in range(1, steps + 1):
             time.sleep(float(opts.get("step_s", 0.0)))

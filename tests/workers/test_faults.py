@@ -123,8 +123,8 @@ def test_cancel_stops_the_run_and_kills_its_child(ray_local: str, database: Data
         assert child.is_running()
         with database.transaction() as s:
             cancel_study(s, study)
-        child.wait(timeout=15)  # killed by the worker's reaper after ray.cancel(force=True)
-        wait_for(lambda: not d.executions, 10, "the execution to be dropped")
+        child.wait(timeout=60)  # killed by the worker's reaper after ray.cancel(force=True)
+        wait_for(lambda: not d.executions, 60, "the execution to be dropped")
     finally:
         d.stop()
     (run,) = runs_of(database, study)
@@ -144,7 +144,7 @@ def test_dispatcher_that_lost_its_lease_records_nothing(
     with database.transaction() as s:  # another dispatcher took the run over after our lease expired
         s.execute(update(Run).where(Run.id == run_id).values(lease_owner="someone-else"))
     d._next_tick = 0  # the next step renews at once
-    wait_for(lambda: (d.step(), not d.executions)[1], 20, "the execution to stop")
+    wait_for(lambda: (d.step(), not d.executions)[1], 60, "the execution to stop")
     (run,) = runs_of(database, study)
     assert run.status == "running" and run.lease_owner == "someone-else"
     with database.read() as s:
