@@ -258,11 +258,10 @@ class WelchLog:
 
 
 def _log_ratios(x: np.ndarray, ref: float) -> list[float]:
-    """log(x / ref), falling back to log(x) - log(ref) where the ratio over- or underflows."""
-    with np.errstate(over="ignore", under="ignore"):
-        q = x / ref
-    if np.isfinite(q).all() and q[0] > 0:
-        return np.log(q).tolist()
+    """log(x / ref) of sorted x, or log(x) - log(ref) where a ratio would over- or underflow."""
+    ref = float(ref)
+    if x[0] >= ref * 1e-300 and x[-1] <= ref * 1e300:  # the extremes bound every ratio
+        return np.log(x / ref).tolist()
     return (np.log(x) - math.log(ref)).tolist()
 
 
