@@ -60,6 +60,9 @@ class Release(Base):
     driver_requirements: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # {"features": [...], "fixes": [...], "known_issues": [...], "environment_rules": [...]}
     notes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # Where the release's images are pulled from, e.g. "registry.example.com/acs": a run of this
+    # release with no image of its own runs in "<registry>/<image>:<tag>".
+    image_registry: Mapped[str | None] = mapped_column(String(500), nullable=True)
     created_at: Mapped[datetime] = _created()
 
     @property
@@ -131,6 +134,9 @@ class Cluster(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # The variable naming a run's devices on a node; None: CUDA_VISIBLE_DEVICES (gpu/ppu clusters).
     visible_devices_env: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # How a run with an image runs on a node: {"runtime": "podman"|"docker", "options": [...],
+    # "mounts": [...], ...}; None: processes on the host (see workers/containers).
+    container: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = _created()
 
 
@@ -333,3 +339,17 @@ class DispatcherPresence(Base):
     served_cluster_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class ImageManifest(Base):
+    """What one image (by digest or image id) really holds, read from its files: components and versions
+    (site-packages metadata, the OS, versioned shared libraries, SDK version files). Keyed by digest, so
+    a tag that moved keeps both readings apart."""
+
+    __tablename__ = "image_manifests"
+
+    digest: Mapped[str] = mapped_column(String(300), primary_key=True)
+    reference: Mapped[str] = mapped_column(String(700))  # the reference it was read through
+    components: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> version
+    files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> the file it came from
+    read_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
