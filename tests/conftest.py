@@ -10,6 +10,10 @@ from hypothesis import settings
 
 from ablate.backend.db.database import Database
 from tests.support.databases import BACKENDS, DatabaseFactory, database_factory
+from tests.support.images import podman_env
+
+# podman's settings for these machines, for every process the suite starts (Ray workers included).
+podman_env()
 
 # Property tests draw the same examples on every run, so a suite that passed once passes again
 # (a random draw once found a rounding case in a CI run under load, at random). To search wider:

@@ -25,8 +25,18 @@ Status = Literal["succeeded", "failed"]
 # default; torchrun, deepspeed, mpirun start their own per-device processes) or one process per device.
 LAUNCH_MODES = ("per-node", "per-device")
 DEFAULT_VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
-# The name of one log file of a run (see RunSpec.log_file): node rank, and the rank when there are ranks.
-LOG_NAME = re.compile(r"^node(?P<node>\d{1,6})(?:-rank(?P<rank>\d{1,9}))?\.log$")
+
+
+def visible_devices_env(cluster: Mapping[str, Any]) -> str | None:
+    """The variable that names a run's devices on a node (None on a CPU cluster)."""
+    if str(cluster.get("accelerator") or "cpu").lower() == "cpu":
+        return None
+    return str(cluster.get("visible_devices_env") or DEFAULT_VISIBLE_DEVICES_ENV)
+
+
+# The name of one log file of a run (see RunSpec.log_file): node rank, and the rank when there are ranks;
+# ``node<N>-image.log`` is what the node did to make the run's container image ready (the pull).
+LOG_NAME = re.compile(r"^node(?P<node>\d{1,6})(?:-rank(?P<rank>\d{1,9})|-(?P<part>image))?\.log$")
 
 
 @dataclass
@@ -58,11 +68,19 @@ class RunSpec:
     node_rank: int = 0
     nnodes: int = 1
     launch: str = "per-device"
+    # The container this run executes in (the cluster's container settings, "image" and "attempt"), or
+    # None: processes on the host. See ablate.workers.containers.
+    container: dict[str, Any] | None = None
 
-    def log_file(self, rank: int | None = None) -> str:
+    def log_file(self, rank: int | None = None, part: str | None = None) -> str:
         """Where this node's log (or one rank's, when the runner starts ranks) goes: one file each,
-        ``<log_dir>/run-<id>/node<N>[-rank<R>].log``, so no two processes write the same file."""
-        name = f"node{self.node_rank}" + (f"-rank{rank}" if rank is not None else "") + ".log"
+        ``<log_dir>/run-<id>/node<N>[-rank<R>].log``, so no two processes write the same file
+        (``part="image"``: ``node<N>-image.log``, the image's pull)."""
+        name = (
+            f"node{self.node_rank}"
+            + (f"-rank{rank}" if rank is not None else f"-{part}" if part else "")
+            + ".log"
+        )
         return str(PurePath(self.log_dir) / f"run-{self.run_id}" / name)
 
     @property

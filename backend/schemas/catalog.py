@@ -21,6 +21,7 @@ from ablate.backend.schemas.common import (
     Strict,
 )
 from ablate.backend.schemas.common import Text as FreeText
+from ablate.workers.containers import ContainerConfig
 
 Text = Annotated[FreeText, StringConstraints(max_length=5_000)]
 NoteList = Annotated[list[Text], Field(max_length=500)]
@@ -28,6 +29,15 @@ NoteList = Annotated[list[Text], Field(max_length=500)]
 Version = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Manifest = Annotated[dict[Key, Version], Field(max_length=500)]
 EnvName = Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+# A registry host with an optional namespace, e.g. "registry.example.com/acs" (no scheme, no tag).
+Registry = Annotated[
+    str,
+    StringConstraints(
+        min_length=1,
+        max_length=500,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9.\-]*(:[0-9]{1,5})?(/[a-z0-9][a-z0-9._\-/]*)?$",
+    ),
+]
 
 
 def _check_launch(options: dict[str, Any]) -> dict[str, Any]:
@@ -53,6 +63,9 @@ class ReleaseCreate(Strict):
     manifest: Manifest = {}
     driver_requirements: FreeDict = {}
     notes: ReleaseNotes = ReleaseNotes()
+    # Where the release's images come from: a run with no image of its own pulls
+    # "<image_registry>/<image>:<tag>" on a cluster with a container runtime.
+    image_registry: Registry | None = None
 
 
 class ReleaseUpdate(Strict):
@@ -60,6 +73,7 @@ class ReleaseUpdate(Strict):
     manifest: Manifest | None = None
     driver_requirements: FreeDict | None = None
     notes: ReleaseNotes | None = None
+    image_registry: Registry | None = None
 
 
 class ReleaseOut(Out):
@@ -72,6 +86,7 @@ class ReleaseOut(Out):
     manifest: dict[str, Any]
     driver_requirements: dict[str, Any]
     notes: dict[str, Any]
+    image_registry: str | None = None
     created_at: datetime
 
 
@@ -174,6 +189,14 @@ class ClusterDef(Strict):
     ] = {}
     # e.g. CUDA_VISIBLE_DEVICES (the default on gpu and ppu), or the variable a PPU stack reads
     visible_devices_env: EnvName | None = None
+    # How runs with an image execute on this cluster's nodes: {runtime: podman | docker, options, mounts,
+    # pull, pull_timeout_s, device_files, python} (see docs/deployment.md); none: on the host.
+    container: FreeDict | None = None
+
+    @field_validator("container")
+    @classmethod
+    def _container_is_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else ContainerConfig.parse(value).to_dict()
 
     @model_validator(mode="after")
     def _devices_env_needs_devices(self) -> ClusterDef:
@@ -197,4 +220,5 @@ class ClusterOut(Out):
     resource_name: str | None
     labels: dict[str, Any]
     visible_devices_env: str | None
+    container: dict[str, Any] | None = None
     created_at: datetime

@@ -116,6 +116,9 @@ def import_release(session: Session, spec: ReleaseCreate) -> ReleaseImport:
     if spec.release_date is not None and spec.release_date != release.release_date:
         changes.append(f"release_date: {release.release_date or 'unset'} -> {spec.release_date}")
         release.release_date = spec.release_date
+    if spec.image_registry is not None and spec.image_registry != release.image_registry:
+        changes.append(f"image_registry: {release.image_registry or 'unset'} -> {spec.image_registry}")
+        release.image_registry = spec.image_registry
     session.flush()
     return ReleaseImport(release, False, changes)
 

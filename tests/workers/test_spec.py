@@ -114,13 +114,59 @@ def test_min_free_fraction_is_only_a_check_when_asked_for(settings: Settings) ->
     assert "min_free_fraction" not in build_execution_spec(_rows(), settings, "d").checks
 
 
-def test_variant_image_runs_in_a_runtime_env_with_the_run_s_environment(settings: Settings) -> None:
-    rows = _rows(variant={"image": "registry/ac2:26.01", "env": {"CHECKPOINT_OPTIMIZATION": "true"}})
+PODMAN = {"runtime": "podman", "options": ["--shm-size=1g"], "mounts": ["/data:/data:ro"]}
+
+
+def test_variant_image_wins_on_a_cluster_with_a_container_runtime(settings: Settings) -> None:
+    rows = _rows(
+        variant={"image": "registry/ac2:26.01", "env": {"CHECKPOINT_OPTIMIZATION": "true"}},
+        cluster={"container": PODMAN},
+    )
     ex = build_execution_spec(rows, settings, "d")
     assert ex.spec.env == {"NCCL_SOCKET_IFNAME": "eth0", "CHECKPOINT_OPTIMIZATION": "true"}
+    assert ex.spec.container is not None
+    assert ex.spec.container["image"] == "registry/ac2:26.01"
+    assert ex.spec.container["runtime"] == "podman"
+    assert ex.spec.container["options"] == ["--shm-size=1g"]
+    assert ex.spec.container["attempt"] == 1
+    assert ex.runtime_env is None  # Ray's image_uri is opt-in only
+    assert ex.refusal is None
+    assert ex.provenance["image"] == "registry/ac2:26.01"
+    assert ex.provenance["execution"] == "container (podman)"
+
+
+def test_a_rung_without_an_image_runs_in_its_release_s_image_from_its_registry(settings: Settings) -> None:
+    rows = _rows(
+        cluster={"container": {"runtime": "docker"}}, release={"image_registry": "reg.example:5000/acs"}
+    )
+    ex = build_execution_spec(rows, settings, "d")
+    assert ex.spec.container is not None
+    assert ex.spec.container["image"] == "reg.example:5000/acs/training-nv-pytorch:25.12"
+    assert ex.provenance["execution"] == "container (docker)"
+    no_registry = build_execution_spec(_rows(cluster={"container": PODMAN}), settings, "d")
+    assert no_registry.spec.container is not None
+    assert no_registry.spec.container["image"] == "training-nv-pytorch:25.12"
+
+
+def test_a_cluster_without_a_container_runs_on_the_host_and_refuses_a_variant_image(
+    settings: Settings,
+) -> None:
+    host = build_execution_spec(_rows(), settings, "d")
+    assert host.spec.container is None and host.refusal is None
+    assert host.provenance["execution"] == "host"
+    assert "image" not in host.provenance
+    refused = build_execution_spec(_rows(variant={"image": "registry/ac2:26.01"}), settings, "d")
+    assert refused.refusal is not None
+    assert "registry/ac2:26.01" in refused.refusal and "no container runtime" in refused.refusal
+
+
+def test_ray_image_uri_is_an_opt_in_named_for_what_it_is(settings: Settings) -> None:
+    rows = _rows(variant={"image": "registry/ac2:26.01"}, cluster={"container": {"runtime": "ray-image-uri"}})
+    ex = build_execution_spec(rows, settings, "d")
+    assert ex.spec.container is None
     assert ex.runtime_env == {"image_uri": "registry/ac2:26.01", "env_vars": ex.spec.env}
     assert ex.runtime_env["env_vars"] is not ex.spec.env  # a copy: Ray may hold on to it
-    assert ex.provenance["image"] == "registry/ac2:26.01"
+    assert ex.provenance["execution"] == "ray-image-uri"
 
 
 def test_variant_env_overrides_a_release_rule_and_says_so(settings: Settings) -> None:

@@ -25,13 +25,26 @@ import psutil
 
 ACTIVE_POLL_S = 0.2
 
-_started: subprocess.Popen[str] | None = None
+_started: subprocess.Popen[str] | None = None  # the launcher; its stdin pipe reaches the reaper
+_reaper: int | None = None  # the detached reaper's pid
 _lock = threading.Lock()
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _send(word: str) -> None:
     proc = _started
-    if proc is None or proc.stdin is None or proc.poll() is not None:
+    if proc is None or proc.stdin is None or not _alive(_reaper):
         return
     with contextlib.suppress(OSError, ValueError):
         proc.stdin.write(word + "\n")
@@ -39,20 +52,27 @@ def _send(word: str) -> None:
 
 
 def ensure_started() -> None:
-    """Start this worker's reaper once; later calls are free."""
-    global _started
+    """Start this worker's reaper once; later calls are free. The reaper detaches (a double fork): Ray
+    kills a worker's direct children when the worker exits, which would take the reaper with it
+    before it could clean up."""
+    global _started, _reaper
     with _lock:
-        if _started is not None and _started.poll() is None:
+        if _started is not None and _alive(_reaper):
             return
-        _started = subprocess.Popen(
+        launcher = subprocess.Popen(
             [sys.executable, "-m", "ablate.workers.dispatch.reaper", str(os.getpid())],
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
             start_new_session=True,
             close_fds=True,
         )
+        assert launcher.stdout is not None
+        line = launcher.stdout.readline()  # the launcher prints the detached reaper's pid and exits
+        launcher.stdout.close()
+        launcher.wait()
+        _started, _reaper = launcher, int(line) if line.strip().isdigit() else None
 
 
 def active() -> None:
@@ -64,8 +84,19 @@ def idle() -> None:
     _send("idle")
 
 
+_container_clients: set[str] = set()
+
+
+def containers(client: str) -> None:
+    """Tell the reaper this worker starts containers through ``client``: when the worker dies, the
+    reaper removes its containers too (killing a runtime's client does not stop its container)."""
+    if client not in _container_clients:
+        _container_clients.add(client)
+        _send(f"containers {client}")
+
+
 def reaper_pid() -> int | None:
-    return _started.pid if _started is not None else None
+    return _reaper
 
 
 # --- the reaper process -------------------------------------------------------------------------
@@ -142,6 +173,7 @@ def main(parent_pid: int) -> None:
     except psutil.NoSuchProcess:
         return
     seen: dict[int, float] = {}
+    clients: set[str] = set()
     is_active = threading.Event()
     done = threading.Event()
 
@@ -167,10 +199,27 @@ def main(parent_pid: int) -> None:
         elif word == "idle":
             is_active.clear()
             seen.clear()
+        elif word.startswith("containers "):
+            clients.add(word.split(" ", 1)[1])
     # EOF without quit: the worker is gone (killed, crashed, cancelled with force).
     done.set()
     _kill_recorded(seen)
+    for client in clients:  # its containers are orphans now: their owner label names a dead pid
+        from ablate.workers.containers import sweep_orphans
+
+        sweep_orphans(client)
+
+
+def _detach() -> None:
+    """Fork: the launcher prints the child's pid and exits; the child (the reaper) keeps stdin."""
+    child = os.fork()
+    if child:
+        print(child, flush=True)
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
 
 
 if __name__ == "__main__":
+    _detach()
     main(int(sys.argv[1]))

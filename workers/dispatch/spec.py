@@ -3,9 +3,10 @@
 :func:`build_execution_spec` turns a claimed run's workload, variant, cluster and release (their
 columns as plain dicts, see :class:`RunRows`) and the settings into everything the run executes with:
 the :class:`~ablate.backend.domain.runner.RunSpec` the runner gets, the Ray demand of each node, the
-preflight checks, the ``runtime_env`` of a variant with its own image, and the provenance recorded with
-the result. :func:`multi_node_specs` spreads a multi-node run's spec over its ranks once node 0's
-address is known.
+preflight checks, the container the run executes in (the variant's image, else its release's own image,
+on a cluster with a container runtime; see :mod:`ablate.workers.containers`), and the provenance
+recorded with the result. :func:`multi_node_specs` spreads a multi-node run's spec over its ranks
+once node 0's address is known.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeDemand, demand_for
-from ablate.backend.domain.runner import DEFAULT_VISIBLE_DEVICES_ENV, LAUNCH_MODES, RunSpec
+from ablate.backend.domain.runner import LAUNCH_MODES, RunSpec
+from ablate.workers.containers import RAY_IMAGE_URI, ContainerConfig, image_reference
 from ablate.workers.envrules import plan_environment
 
 
@@ -42,8 +44,9 @@ class ExecutionSpec:
     spec: RunSpec  # single node: ``local_world_size`` ranks; multi-node: see multi_node_specs
     demand: NodeDemand  # one node's share; ``demand.nodes`` of them
     checks: dict[str, Any]  # the preflight's arguments on each node
-    runtime_env: dict[str, Any] | None  # Ray's runtime_env when the variant names an image
+    runtime_env: dict[str, Any] | None  # Ray's runtime_env (only with the opt-in ray-image-uri runtime)
     provenance: dict[str, str]  # recorded with the result, under the runner's own
+    refusal: str | None = None  # why this run cannot execute at all (failed at once, not retried)
 
     @property
     def timeout_s(self) -> float:
@@ -58,6 +61,7 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
     opts = {**(workload.get("runner_options") or {}), **(variant.get("runner_options") or {})}
     timeout_s = float(opts.get("timeout_s") or settings.run_timeout_s)
     launch = launch_mode(str(workload.get("runner") or "torch-llm"), opts)
+    placed = container_placement(rows, env.env)
     spec = RunSpec(
         run_id=rows.run_id,
         workload=dict(workload),
@@ -69,6 +73,7 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
         local_world_size=demand.ranks_per_node if demand.nodes == 1 else 1,
         nnodes=demand.nodes,
         launch=launch,
+        container=placed.container,
     )
     manifest = release.get("manifest") or {}
     checks = {
@@ -80,26 +85,67 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
     if "min_free_fraction" in opts:
         checks["min_free_fraction"] = float(opts["min_free_fraction"])
     checks["attempt"] = rows.attempt  # names the devices this attempt holds on a node (see devices.py)
-    image = variant.get("image")
-    runtime_env = {"image_uri": image, "env_vars": dict(env.env)} if image else None
     provenance = {
         "dispatcher": dispatcher,
         "attempt": str(rows.attempt),
         "release": rows.release_ref,
         "ray_demand": demand.describe(),
         "launch": launch,
+        "execution": placed.execution,
         **env.provenance(),
     }
-    if image:
-        provenance["image"] = str(image)
+    if placed.image:
+        provenance["image"] = placed.image
     return ExecutionSpec(
         run_id=rows.run_id,
         attempt=rows.attempt,
         spec=spec,
         demand=demand,
         checks=checks,
-        runtime_env=runtime_env,
+        runtime_env=placed.runtime_env,
         provenance=provenance,
+        refusal=placed.refusal,
+    )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How a run executes: on the host, in a container of the cluster's runtime, or (opt-in) in Ray's
+    ``image_uri`` runtime environment."""
+
+    execution: str  # "host", "container (podman)", "container (docker)", "ray-image-uri"
+    image: str | None = None
+    container: dict[str, Any] | None = None  # RunSpec.container
+    runtime_env: dict[str, Any] | None = None
+    refusal: str | None = None
+
+
+def container_placement(rows: RunRows, env: dict[str, str]) -> Placement:
+    """Which image a run executes in and how: the variant's ``image`` wins, else the release's own
+    (``[<image_registry>/]<image>:<tag>``), on a cluster whose ``container`` names a runtime. A cluster
+    without one runs processes on the host; a variant image there is refused (it would not be used)."""
+    variant, cluster, release = rows.variant, rows.cluster, rows.release
+    own = variant.get("image")
+    if not cluster.get("container"):
+        if own:
+            return Placement(
+                "host",
+                refusal=f"variant {variant.get('name')!r} names image {own!r}, but cluster "
+                f"{cluster.get('name')!r} has no container runtime (define container: {{runtime: podman}} "
+                "on the cluster)",
+            )
+        return Placement("host")
+    try:
+        cfg = ContainerConfig.parse(cluster["container"])
+    except ValueError as exc:
+        return Placement("host", refusal=f"cluster {cluster.get('name')!r}: {exc}")
+    ref = (
+        str(own) if own else image_reference(release["image"], release["tag"], release.get("image_registry"))
+    )
+    if cfg.runtime == RAY_IMAGE_URI:
+        return Placement(RAY_IMAGE_URI, ref, runtime_env={"image_uri": ref, "env_vars": dict(env)})
+    return Placement(
+        f"container ({cfg.runtime})", ref, container={**cfg.to_dict(), "image": ref, "attempt": rows.attempt}
     )
 
 
@@ -111,13 +157,6 @@ def launch_mode(runner: str, opts: dict[str, Any]) -> str:
     if launch not in LAUNCH_MODES:
         raise ValueError(f"runner_options.launch must be one of {', '.join(LAUNCH_MODES)}, not {launch!r}")
     return launch
-
-
-def visible_devices_env(cluster: dict[str, Any]) -> str | None:
-    """The variable that names a run's devices on a node (None on a CPU cluster)."""
-    if str(cluster.get("accelerator") or "cpu").lower() == "cpu":
-        return None
-    return str(cluster.get("visible_devices_env") or DEFAULT_VISIBLE_DEVICES_ENV)
 
 
 def single_node_specs(spec: RunSpec) -> list[list[dict[str, Any]]]:

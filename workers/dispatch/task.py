@@ -24,10 +24,16 @@ from typing import Any
 
 import psutil
 
-from ablate.backend.domain.runner import ProgressCallback, Runner, RunResult, RunSpec, get_runner
-from ablate.workers import preflight
+from ablate.backend.domain.runner import (
+    ProgressCallback,
+    Runner,
+    RunResult,
+    RunSpec,
+    get_runner,
+    visible_devices_env,
+)
+from ablate.workers import containers, preflight
 from ablate.workers.dispatch import devices, logs, reaper
-from ablate.workers.dispatch.spec import visible_devices_env
 
 PROGRESS_INTERVAL_S = 1.0
 
@@ -121,6 +127,32 @@ class _NotPlaced(Exception):
     """The node cannot give this run its devices."""
 
 
+def _prepare_container(lead: RunSpec) -> dict[str, str]:
+    """Before the measured window: remove what dead workers left on this node, then make the run's
+    image present (pull under the cluster's policy and timeout), its progress in ``node<N>-image.log``.
+    Returns the image's facts (id, digest, size, pull time) for the provenance; raises ContainerError."""
+    assert lead.container is not None
+    cfg = containers.ContainerConfig.parse(
+        {k: v for k, v in lead.container.items() if k not in ("image", "attempt")}
+    )
+    reaper.containers(cfg.client)  # a killed worker's containers go with it
+    containers.sweep_orphans(cfg.client)
+    path = lead.log_file(part="image")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as log_file:
+
+        def say(text: str) -> None:
+            log_file.write(f"{_now()} {text}\n")
+            log_file.flush()
+
+        try:
+            facts = containers.prepare_image(cfg, str(lead.container["image"]), say)
+        except containers.ContainerError as exc:
+            say(f"ablate: {exc}")
+            raise
+    return facts.provenance()
+
+
 def _place_on_node(rank_specs: list[RunSpec], checks: dict[str, Any], allocator: Any) -> dict[str, str]:
     """Fill in what only the node knows: a free MASTER_PORT for a run of one node (port 0) and the
     devices this run may use, exported in the cluster's visible-devices variable. Returns the node's
@@ -173,6 +205,10 @@ def run_node(
         except RuntimeError as exc:  # no device to give: the infrastructure's failure, not the benchmark's
             raise _NotPlaced(str(exc)) from exc
         lead = rank_specs[0]
+        if lead.container:
+            image_facts = _prepare_container(lead)
+            facts.update(image_facts)
+            node.update({k: v for k, v in image_facts.items() if k in ("image_id", "image_digest")})
         report = preflight.run_preflight(
             checks.get("accelerator", lead.accelerator),
             int(checks.get("expected_devices", 0)),
@@ -195,6 +231,14 @@ def run_node(
             last_progress = list(progress.latest)  # type: ignore[attr-defined]
     except _NotPlaced as exc:
         result = RunResult.failed(f"on {host}: {exc}", "infrastructure", environment=lead.env)
+    except containers.ContainerError as exc:
+        # A missing or denied image fails the run (no other node has it either); a node whose runtime
+        # is missing or broken is kept out of the next attempt, like a failed preflight.
+        node_fault = exc.kind == "node"
+        preflight_failed = node_fault
+        result = RunResult.failed(
+            str(exc), "infrastructure" if node_fault else "benchmark", environment=lead.env
+        )
     except Exception as exc:  # a runner must not raise; if one does, say so instead of crashing
         result = RunResult.failed(
             f"runner raised {type(exc).__name__}: {exc}",

@@ -43,6 +43,9 @@ class Watcher:
         """Watch a claimed execution from now on: submit it to Ray, or fail it at once (not retried:
         more attempts cannot create a missing resource) when the Ray cluster could never place it."""
         self.executions[ex.run_id] = ex
+        if ex.plan.refusal:
+            self.finish(ex, RunResult.failed(ex.plan.refusal, "benchmark"), retryable=False)
+            return
         reason = self.submitter.unplaceable(ex)
         if reason:
             self.finish(ex, RunResult.failed(f"unplaceable: {reason}", "infrastructure"), retryable=False)

@@ -20,7 +20,7 @@ from ablate.backend.domain.states import FailureKind
 from ablate.workers.parsers import LogParser, get_parser
 from ablate.workers.parsers.summary import Context, summarize
 from ablate.workers.runners import hostload
-from ablate.workers.runners.process import ProcessGroup, describe_returncode, merged_env
+from ablate.workers.runners.process import ProcessGroup, describe_returncode, start_run_process
 
 NAME = "command"
 _CPU_IMPOSSIBLE = {"accl": "ACCL needs GPU/PPU collectives", "ac2": "AC2 is a GPU/PPU golden image"}
@@ -125,14 +125,15 @@ class CommandRunner:
             "factors": ",".join(spec.factors),
             "launch": spec.launch,
         }
-        if spec.variant.get("image"):
-            prov["image"] = str(spec.variant["image"])
         group = ProcessGroup()
         host_start = hostload.sample(gpu=spec.accelerator.lower() == "gpu")
         t0 = time.monotonic()
         try:
-            group.start(argv, env=merged_env(env_used), log_path=log_path, cwd=opts.get("cwd"))
-        except OSError as exc:
+            start_run_process(
+                group, spec, argv, env_used, log_path=log_path, rank=spec.rank if per_device else None,
+                cwd=opts.get("cwd"),
+            )  # fmt: skip
+        except (OSError, ValueError) as exc:
             return RunResult.failed(
                 f"could not start command {argv[0]!r}: {exc}",
                 "infrastructure",

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from ablate.backend.domain.runner import RunSpec, visible_devices_env
+from ablate.workers import containers
+
 TAIL_LINES = 50
 _EOF = object()
 
@@ -66,6 +69,7 @@ class _Child:
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     eof: bool = False
     killed_by_peer: bool = False
+    container: tuple[str, str] | None = None  # (runtime client, container name): removed when stopped
 
 
 LineCallback = Callable[[int, str], None]
@@ -85,8 +89,11 @@ class ProcessGroup:
         env: Mapping[str, str],
         log_path: str | Path,
         cwd: str | None = None,
+        container: tuple[str, str] | None = None,
     ) -> int:
-        """Start one process; returns its index. Raises OSError if it cannot be started."""
+        """Start one process; returns its index. Raises OSError if it cannot be started.
+        ``container``: the process is that container's runtime client (client, container name), and
+        stopping it removes the container too."""
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "w", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in wait()
         try:
@@ -106,7 +113,7 @@ class ProcessGroup:
         except OSError:
             log.close()
             raise
-        child = _Child(len(self._children), popen, log, str(log_path))
+        child = _Child(len(self._children), popen, log, str(log_path), container=container)
         self._children.append(child)
         threading.Thread(target=self._pump, args=(child,), daemon=True).start()
         return child.index
@@ -131,6 +138,13 @@ class ProcessGroup:
         # Grandchildren may still hold the pipe open; make sure nothing of the group survives.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.popen.pid, signal.SIGKILL)
+        self._remove_container(child)
+
+    @staticmethod
+    def _remove_container(child: _Child) -> None:
+        """A killed runtime client does not stop its container (docker's never does): remove it."""
+        if child.container is not None:
+            containers.remove(*child.container)
 
     def kill_all(self) -> None:
         for child in self._children:
@@ -185,6 +199,8 @@ class ProcessGroup:
         self._drain(grace_s=2.0)
         outcomes = []
         for child in self._children:
+            if child.popen.poll() != 0:  # ``--rm`` removes a container that ended; not one whose client died
+                self._remove_container(child)
             child.log.close()
             outcomes.append(
                 ProcOutcome(
@@ -215,3 +231,40 @@ class ProcessGroup:
         for child in self._children:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.popen.wait(timeout=1.0)
+
+
+def start_run_process(
+    group: ProcessGroup,
+    spec: RunSpec,
+    argv: list[str],
+    env: Mapping[str, str],
+    *,
+    log_path: str | Path,
+    rank: int | None = None,
+    cwd: str | None = None,
+    extra_mounts: Sequence[str] = (),
+) -> int:
+    """Start one of ``spec``'s processes: on the host (``env`` on top of this process's environment),
+    or, when the spec has a container, inside it (``env`` alone; see :mod:`ablate.workers.containers`).
+    Raises OSError if it cannot be started, ValueError for an environment a container cannot take."""
+    if not spec.container:
+        return group.start(argv, env=merged_env(env), log_path=log_path, cwd=cwd)
+    attempt = int(spec.container.get("attempt") or 1)
+    labels = {
+        containers.LABEL_RUN: str(spec.run_id),
+        containers.LABEL_ATTEMPT: str(attempt),
+        containers.LABEL_OWNER: containers.owner_label(),
+    }
+    it = containers.launch(
+        spec.container,
+        argv,
+        env,
+        name=containers.container_name(spec.run_id, attempt, spec.node_rank, rank),
+        labels=labels,
+        accelerator=spec.accelerator,
+        visible_devices_env=visible_devices_env(spec.cluster),
+        log_dir=spec.log_dir,
+        cwd=cwd,
+        extra_mounts=extra_mounts,
+    )
+    return group.start(it.argv, env=it.env, log_path=log_path, container=(it.client, it.name))

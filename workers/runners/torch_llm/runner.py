@@ -13,8 +13,9 @@ from pathlib import Path
 
 from ablate.backend.domain.factors import factor_error, normalize_factor
 from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
+from ablate.workers.containers import package_mounts
 from ablate.workers.runners import hostload
-from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, merged_env
+from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, start_run_process
 from ablate.workers.runners.torch_llm.protocol import parse_event
 
 NAME = "torch-llm"
@@ -121,10 +122,15 @@ def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunRe
         env = _rank_env(spec, len(specs))
         envs.append(env)
         result_paths.append(result_path)
-        child_env = merged_env(env)
-        child_env["PYTHONUNBUFFERED"] = "1"
+        child_env = {**env, "PYTHONUNBUFFERED": "1"}
+        python, mounts = sys.executable, []
+        if spec.container:
+            # The image brings Python and torch; this installation's ablate package is mounted in.
+            python = str(spec.container.get("python") or "python3")
+            mounts = package_mounts()
+            child_env["PYTHONPATH"] = ":".join(p for p in ("/opt/ablate", env.get("PYTHONPATH")) if p)
         argv = [
-            sys.executable,
+            python,
             "-m",
             "ablate.workers.runners.torch_llm",
             "--spec",
@@ -133,8 +139,16 @@ def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunRe
             str(result_path),
         ]
         try:
-            group.start(argv, env=child_env, log_path=_log_path(spec, len(specs)))
-        except OSError as exc:
+            start_run_process(
+                group,
+                spec,
+                argv,
+                child_env,
+                log_path=_log_path(spec, len(specs)),
+                rank=spec.rank if len(specs) > 1 else None,
+                extra_mounts=mounts,
+            )
+        except (OSError, ValueError) as exc:
             group.kill_all()
             return RunResult.failed(
                 f"could not start torch-llm child: {exc}", "infrastructure", environment=env
@@ -219,8 +233,6 @@ def _assemble(
 
 def _parent_provenance(spec: RunSpec, local_ranks: int) -> dict[str, str]:
     prov = {"variant": str(spec.variant.get("name", "")), "factors": ",".join(spec.factors)}
-    if spec.variant.get("image"):
-        prov["image"] = str(spec.variant["image"])
     for f in spec.factors:
         if f in _IMAGE_FACTORS:
             prov[f"factor_{f}"] = _IMAGE_FACTORS[f]

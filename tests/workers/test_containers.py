@@ -1,0 +1,230 @@
+"""Rungs inside their container images, through a real podman, under the real dispatcher on a local Ray.
+
+The images are built in the tests (``podman import`` of a busybox rootfs with a benchmark script that
+prints an ljperf log at the image's own speed): no registry is reachable here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import RunMetric
+from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
+from ablate.backend.services.studies import cancel_study
+from ablate.workers import containers
+from ablate.workers.dispatch.dispatcher import Dispatcher
+from tests.support import images
+from tests.workers.conftest import make_settings, queue_study, runs_of
+
+PODMAN_CPU = ClusterDef(name="cpu-podman", accelerator="cpu", container={"runtime": "podman"})
+LJPERF = WorkloadDef(
+    name="ljperf-in-image",
+    runner="command",
+    parser="regex",
+    seq_len=1024,
+    runner_options={
+        "command": ["ljperf", "--action", "train"],
+        "timeout_s": 120,
+        "parser_options": {
+            "patterns": [
+                {
+                    "regex": r"\[ljperf\] step (?P<step>\d+)/(?P<total>\d+) \| tokens/s: (?P<tps>\S+) \| ",
+                    "metrics": {"tps": "throughput_tokens_per_s"},
+                }
+            ]
+        },
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def podman() -> str:
+    return images.need_podman()
+
+
+@pytest.fixture(scope="module")
+def two_images(podman: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[str, str]]]:
+    work = tmp_path_factory.mktemp("images")
+    built = {
+        "slow": images.build_image(podman, work, "slow", 1000.0),
+        "fast": images.build_image(podman, work, "fast", 2500.0),
+    }
+    yield built
+    images.remove_images(podman, *(ref for ref, _ in built.values()))
+
+
+def test_two_rungs_in_two_images_report_each_image_s_own_speed(
+    ray_local: str, database: Database, tmp_path: Path, podman: str, two_images: dict[str, tuple[str, str]]
+) -> None:
+    (slow, slow_id), (fast, fast_id) = two_images["slow"], two_images["fast"]
+    q = queue_study(
+        database,
+        cluster=PODMAN_CPU,
+        variants=[
+            VariantDef(name="img-slow", image=slow),
+            VariantDef(name="img-fast", image=fast, position=1),
+        ],
+        workloads=[LJPERF],
+        release=ReleaseCreate(image="training-xpu-pytorch", tag="26.01", platform="ppu"),
+    )
+    Dispatcher(make_settings(tmp_path), database).drain(timeout_s=300)
+    runs = runs_of(database, q.study_id)
+    assert [r.status for r in runs] == ["succeeded", "succeeded"], [r.error for r in runs]
+    with database.read() as s:
+        speed = {
+            r.id: s.query(RunMetric).filter_by(run_id=r.id, name="throughput_tokens_per_s").one().value
+            for r in runs
+        }
+    for run in runs:
+        want_ref, want_id = (slow, slow_id) if run.provenance["variant"] == "img-slow" else (fast, fast_id)
+        assert speed[run.id] == pytest.approx(1000.0 if want_ref == slow else 2500.0)
+        assert run.provenance["execution"] == "container (podman)"
+        assert run.provenance["image"] == want_ref
+        assert run.provenance["image_id"] == want_id  # what `podman image inspect` says
+        assert run.provenance["image_pulled"].startswith("no")  # present: nothing pulled
+        assert float(run.provenance["image_pull_s"]) >= 0
+        image_log = tmp_path / "logs" / f"run-{run.id}" / "node0-image.log"
+        assert want_id in image_log.read_text()
+        assert images.containers_of_run(podman, run.id) == []  # removed after the run
+
+
+def test_a_missing_image_fails_fast_naming_it_and_the_queue_goes_on(
+    ray_local: str, database: Database, tmp_path: Path, podman: str, two_images: dict[str, tuple[str, str]]
+) -> None:
+    missing = "localhost/ablate-test:no-such-tag"
+    q = queue_study(
+        database,
+        cluster=PODMAN_CPU,
+        variants=[
+            VariantDef(name="img-missing", image=missing),
+            VariantDef(name="img-ok", image=two_images["slow"][0]),
+        ],
+        workloads=[LJPERF],
+    )
+    Dispatcher(make_settings(tmp_path), database).drain(timeout_s=300)
+    by_variant = {
+        r.provenance.get("variant") or r.provenance.get("image"): r for r in runs_of(database, q.study_id)
+    }
+    bad = next(r for r in runs_of(database, q.study_id) if r.status == "failed")
+    assert bad.error is not None and missing in bad.error
+    assert bad.failure_kind == "benchmark"  # not retried: no other node has it either
+    assert bad.attempt == 1
+    assert [r.status for r in by_variant.values()].count("succeeded") == 1
+
+
+def test_cancel_leaves_no_container(
+    ray_local: str, database: Database, tmp_path: Path, podman: str, two_images: dict[str, tuple[str, str]]
+) -> None:
+    slow = two_images["slow"][0]
+    sleepy = VariantDef(name="img-sleepy", image=slow, env={"BENCH_SLEEP": "300"})
+    q = queue_study(database, cluster=PODMAN_CPU, variants=[sleepy], workloads=[LJPERF])
+    d = Dispatcher(make_settings(tmp_path), database)
+    d.start()
+    try:
+        (run,) = runs_of(database, q.study_id)
+        images.wait_until(lambda: bool(images.containers_of_run(podman, run.id)), 120, "the run's container")
+        with database.transaction() as s:
+            cancel_study(s, q.study_id)
+        images.wait_until(
+            lambda: not images.containers_of_run(podman, run.id), 120, "the container's removal"
+        )
+    finally:
+        d.stop()
+    (run,) = runs_of(database, q.study_id)
+    assert run.status == "cancelled"
+
+
+def test_a_killed_worker_s_orphans_are_swept_by_label(
+    podman: str, two_images: dict[str, tuple[str, str]]
+) -> None:
+    """A container whose owner (a Ray worker) is gone is removed by the next sweep on its host; a live
+    owner's is kept."""
+    slow = two_images["slow"][0]
+    host = containers.owner_label().split()[0]
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    names = {"orphan": f"{host} {dead.pid} 1.00", "kept": containers.owner_label()}
+    try:
+        for name, owner in names.items():
+            label = f"{containers.LABEL_OWNER}={owner}"
+            argv = [
+                podman,
+                "run",
+                "-d",
+                "--name",
+                f"ablate-test-{name}",
+                "--label",
+                label,
+                slow,
+                "sleep",
+                "300",
+            ]
+            subprocess.run(argv, check=True, capture_output=True, timeout=120)
+        removed = containers.sweep_orphans(podman)
+        assert len(removed) == 1
+        left = subprocess.run(
+            [podman, "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True
+        ).stdout
+        assert "ablate-test-kept" in left and "ablate-test-orphan" not in left
+    finally:
+        for name in names:
+            containers.remove(podman, f"ablate-test-{name}")
+
+
+def test_docker_s_command_line_and_no_runtime_on_a_node() -> None:
+    """docker gets its GPUs with ``--gpus '"device=i,j"'`` and loses the visible-devices variable
+    inside (the devices are renumbered); podman gets CDI devices; a PPU gets the cluster's device
+    files. Values travel in the client's environment, never on the command line."""
+    env = {"CUDA_VISIBLE_DEVICES": "2,3", "SECRET": "s3cr3t", "NODE_RANK": "0"}
+    common = {"name": "n", "labels": {"ablate.run": "7"}, "log_dir": "/logs"}
+    docker = containers.launch(
+        {"runtime": "docker", "image": "reg/img:1"}, ["ljperf"], env,
+        accelerator="gpu", visible_devices_env="CUDA_VISIBLE_DEVICES", **common,
+    )  # fmt: skip
+    assert docker.argv[:2] == ["docker", "run"]
+    assert docker.argv[docker.argv.index("--gpus") + 1] == '"device=2,3"'
+    assert "--net=host" in docker.argv and "--ipc=host" in docker.argv
+    assert "s3cr3t" not in " ".join(docker.argv) and docker.env["SECRET"] == "s3cr3t"
+    assert "CUDA_VISIBLE_DEVICES" not in docker.argv
+    assert docker.argv[-2:] == ["reg/img:1", "ljperf"]
+    pod = containers.launch(
+        {"runtime": "podman", "image": "reg/img:1"}, ["ljperf"], env,
+        accelerator="gpu", visible_devices_env="CUDA_VISIBLE_DEVICES", **common,
+    )  # fmt: skip
+    assert [pod.argv[i + 1] for i, a in enumerate(pod.argv) if a == "--device"] == [
+        "nvidia.com/gpu=2",
+        "nvidia.com/gpu=3",
+    ]
+    ppu_container = {"runtime": "podman", "image": "reg/img:1", "device_files": ["/dev/ppu{index}"]}
+    ppu = containers.launch(
+        ppu_container, ["ljperf"], {"PPU_VISIBLE_DEVICES": "8,9"},
+        accelerator="ppu", visible_devices_env="PPU_VISIBLE_DEVICES", **common,
+    )  # fmt: skip
+    assert [ppu.argv[i + 1] for i, a in enumerate(ppu.argv) if a == "--device"] == ["/dev/ppu8", "/dev/ppu9"]
+    assert "PPU_VISIBLE_DEVICES" in ppu.argv  # passed on by name
+    cfg = containers.ContainerConfig.parse({"runtime": "docker", "binary": "/nonexistent/docker"})
+    with pytest.raises(containers.ContainerError) as err:
+        containers.prepare_image(cfg, "reg/img:1")
+    assert err.value.kind == "node" and "no container runtime" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ({"runtime": "lxc"}, "container.runtime must be one of"),
+        ({"runtime": "podman", "options": ["--rm"]}, "may not contain"),
+        ({"runtime": "podman", "mounts": ["data:/data"]}, "HOST_PATH:CONTAINER_PATH"),
+        ({"runtime": "podman", "pull": "sometimes"}, "container.pull must be one of"),
+        ({"runtime": "podman", "device_files": ["/dev/ppu0"]}, "{index}"),
+        ({"runtime": "podman", "colour": "red"}, "unknown key"),
+    ],
+)
+def test_a_bad_container_definition_is_refused_naming_the_problem(bad: dict[str, object], says: str) -> None:
+    with pytest.raises(ValueError, match=None) as err:
+        ClusterDef(name="c", accelerator="cpu", container=bad)
+    assert says in str(err.value)
