@@ -64,3 +64,22 @@ def artifacts_dir() -> Path:
     path = Path(__file__).resolve().parent.parent / "artifacts"
     path.mkdir(exist_ok=True)
     return path
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No container of the project may outlive the suite (a cancel, timeout or test that leaves one
+    behind is a bug): the run fails, listing them."""
+    import shutil
+    import subprocess
+
+    podman = shutil.which("podman")
+    if podman is None:
+        return
+    out = subprocess.run(
+        [podman, "ps", "-a", "--filter", "label=ablate.owner", "--format", "{{.ID}} {{.Names}} {{.Status}}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    left = out.stdout.strip()
+    if left:
+        print(f"\ncontainers of the project left behind by the suite:\n{left}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

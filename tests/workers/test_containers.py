@@ -228,3 +228,49 @@ def test_a_bad_container_definition_is_refused_naming_the_problem(bad: dict[str,
     with pytest.raises(ValueError, match=None) as err:
         ClusterDef(name="c", accelerator="cpu", container=bad)
     assert says in str(err.value)
+
+
+def test_a_two_node_run_starts_one_container_per_node(
+    database: Database, db_url: str, tmp_path: Path, podman: str, two_images: dict[str, tuple[str, str]]
+) -> None:
+    """On a local Ray of two nodes: one container per node, NODE_RANK 0 and 1, the cluster's mounts."""
+    from tests.workers.test_multinode import _drain_on
+
+    slow, slow_id = two_images["slow"]
+    out = tmp_path / "out"
+    out.mkdir()
+    two = ClusterDef(
+        name="cpu-2x1-podman",
+        accelerator="cpu",
+        nodes=2,
+        devices_per_node=1,
+        container={"runtime": "podman", "mounts": [f"{out}:{out}"]},
+    )
+    q = queue_study(
+        database,
+        cluster=two,
+        variants=[VariantDef(name="img-two-nodes", image=slow, env={"BENCH_OUT": str(out)})],
+        workloads=[LJPERF],
+    )
+    _drain_on("two_nodes", db_url, tmp_path / "data")
+    (run,) = runs_of(database, q.study_id)
+    assert run.status == "succeeded", run.error
+    written = sorted(p.read_text().strip() for p in out.glob("node*.txt"))
+    assert written == ["node_rank=0 nnodes=2 speed=1000.0", "node_rank=1 nnodes=2 speed=1000.0"]
+    assert run.provenance["node0.image_id"] == run.provenance["node1.image_id"] == slow_id
+    assert run.provenance["node0.host"] and run.provenance["node1.host"]
+    assert images.containers_of_run(podman, run.id) == []
+
+
+def test_a_timed_out_run_leaves_no_container(
+    ray_local: str, database: Database, tmp_path: Path, podman: str, two_images: dict[str, tuple[str, str]]
+) -> None:
+    slow = two_images["slow"][0]
+    sleepy = VariantDef(
+        name="img-timeout", image=slow, env={"BENCH_SLEEP": "300"}, runner_options={"timeout_s": 8}
+    )
+    q = queue_study(database, cluster=PODMAN_CPU, variants=[sleepy], workloads=[LJPERF])
+    Dispatcher(make_settings(tmp_path), database).drain(timeout_s=300)
+    (run,) = runs_of(database, q.study_id)
+    assert (run.status, run.failure_kind) == ("failed", "timeout"), run.error
+    assert images.containers_of_run(podman, run.id) == []  # the runner removed it by name
