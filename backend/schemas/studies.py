@@ -29,6 +29,10 @@ class StudyPlan(Strict):
 
     name: Name | None = None
     release: ReleaseRef
+    # A release to re-run beside this one in the same session (its runs interleaved with the release's
+    # own on the same nodes, each rung in the baseline's image): the release-over-release verdict then
+    # compares the two without the day-to-day and node-to-node drift between sessions.
+    baseline: ReleaseRef | None = None
     cluster: NameOr[ClusterDef]
     variants: Annotated[list[NameOr[VariantDef]], Field(min_length=1, max_length=64)]
     workloads: Annotated[list[NameOr[WorkloadDef]], Field(min_length=1, max_length=64)]
@@ -62,6 +66,7 @@ class StudyPlan(Strict):
 
 class StudyRunOut(Out):
     id: int
+    release: str | None = None  # the release it measures (a plan's baseline runs name the baseline)
     variant: str
     workload: str
     repeat: int

@@ -19,7 +19,17 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus, Study, StudyStatus, Variant, Workload
+from ablate.backend.db.models import (
+    Cluster,
+    Release,
+    Run,
+    RunSource,
+    RunStatus,
+    Study,
+    StudyStatus,
+    Variant,
+    Workload,
+)
 from ablate.backend.domain.runner import get_runner
 from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
@@ -49,6 +59,9 @@ def interleaved_cells(
 def create_study(session: Session, plan: StudyPlan) -> Study:
     """Resolve the plan's catalog entries, check every factor with its runner, queue the runs."""
     release = catalog.get_release(session, plan.release, "release")
+    baseline = catalog.get_release(session, plan.baseline, "baseline") if plan.baseline else None
+    if baseline is not None and baseline.id == release.id:
+        raise ValidationProblem.at("baseline", "a release cannot be its own baseline")
     cache: dict[tuple[type, str], Any] = {}
     cluster = catalog.resolve_named(session, Cluster, plan.cluster, "cluster", cache)
     variants = [
@@ -62,6 +75,7 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
     _refuse_duplicates([v.name for v in variants], "variants")
     _refuse_duplicates([w.name for w in workloads], "workloads")
     _check_factors(cluster, variants, workloads)
+    _check_images(cluster, variants)
     check_ckpt_layers(variants, workloads)
 
     seed = plan.order_seed if plan.order_seed is not None else random.SystemRandom().randrange(2**31)
@@ -82,10 +96,11 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _QUEUE_LOCK})
     base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1
     cells = interleaved_cells(len(variants), len(workloads), plan.repeats, seed)
+    queue = _with_baseline(cells, release, baseline, seed)
     session.add_all(
         Run(
             study_id=study.id,
-            release_id=release.id,
+            release_id=side.id,
             cluster_id=cluster.id,
             variant_id=variants[v].id,
             workload_id=workloads[w].id,
@@ -97,10 +112,39 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
             provenance={},
             environment={},
         )
-        for n, (v, w, repeat) in enumerate(cells)
+        for n, (v, w, repeat, side) in enumerate(queue)
     )
     session.flush()
     return study
+
+
+def _with_baseline(
+    cells: list[tuple[int, int, int]], release: Release, baseline: Release | None, seed: int
+) -> list[tuple[int, int, int, Release]]:
+    """Each cell once for the release or, with a baseline, once for each, the pair back to back in a
+    seeded random order (which goes first must not line up with drift within the session)."""
+    if baseline is None:
+        return [(*cell, release) for cell in cells]
+    rng = random.Random(seed ^ 0x5EED)
+    out: list[tuple[int, int, int, Release]] = []
+    for cell in cells:
+        pair = [release, baseline]
+        rng.shuffle(pair)
+        out.extend((*cell, side) for side in pair)
+    return out
+
+
+def _check_images(cluster: Cluster, variants: list[Variant]) -> None:
+    """A variant's own image needs a cluster that runs containers: on the host it would not be used."""
+    if cluster.container:
+        return
+    for index, variant in enumerate(variants):
+        if variant.image:
+            raise ValidationProblem.at(
+                f"variants[{index}].image",
+                f"variant {variant.name!r} runs in image {variant.image!r}, but cluster {cluster.name!r} "
+                "has no container runtime: define container: {runtime: podman} (or docker) on the cluster",
+            )
 
 
 def _refuse_duplicates(names: list[str], loc: str) -> None:
@@ -221,15 +265,17 @@ def list_studies(session: Session, *, limit: int = 100) -> list[Study]:
 def study_matrix(session: Session, study: Study) -> dict[str, Any]:
     """The study with its runs in queue order: what the study page and ``GET /studies/{id}`` show."""
     rows = session.execute(
-        select(Run, Variant.name, Workload.name)
+        select(Run, Variant.name, Workload.name, Release.image, Release.tag)
         .join(Variant, Run.variant_id == Variant.id)
         .join(Workload, Run.workload_id == Workload.id)
+        .join(Release, Run.release_id == Release.id)
         .where(Run.study_id == study.id)
         .order_by(Run.queue_order)
     ).all()
     runs = [
         {
             "id": run.id,
+            "release": f"{image}:{tag}",
             "variant": variant,
             "workload": workload,
             "repeat": run.repeat,
@@ -247,7 +293,7 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
             "excluded_at": run.excluded_at,
             "exclusion_reason": run.exclusion_reason,
         }
-        for run, variant, workload in rows
+        for run, variant, workload, image, tag in rows
     ]
     plan = study.plan or {}
     return {

@@ -96,3 +96,79 @@ def test_derive_status() -> None:
     assert d(Counter(succeeded=2)) == "succeeded"
     assert d(Counter(succeeded=1, failed=1)) == "failed"
     assert d(Counter(failed=1, cancelled=1)) == "cancelled"
+
+
+def _second_release(database: Database) -> str:
+    from ablate.backend.schemas.catalog import ReleaseCreate
+    from ablate.backend.services import catalog
+
+    with database.transaction() as s:
+        catalog.create_release(s, ReleaseCreate(image="training-nv-pytorch", tag="25.11", platform="gpu"))
+    return "training-nv-pytorch:25.11"
+
+
+def test_a_baseline_is_re_run_beside_the_release_pair_by_pair(database: Database, seeded: Catalog) -> None:
+    old = _second_release(database)
+    with database.transaction() as s:
+        study = studies.create_study(s, plan(seeded, baseline=old))
+        runs = sorted(study.runs, key=lambda r: r.queue_order)
+        matrix = studies.study_matrix(s, study)
+    cells = len(seeded.variants) * len(seeded.workloads) * 3
+    assert len(runs) == 2 * cells
+    by_release = Counter(r["release"] for r in matrix["runs"])
+    assert by_release == {seeded.release: cells, old: cells}
+    # back to back: each pair is the same cell, once for each release, in a seeded order
+    firsts = set()
+    for a, b in zip(runs[::2], runs[1::2], strict=True):
+        assert (a.variant_id, a.workload_id, a.repeat) == (b.variant_id, b.workload_id, b.repeat)
+        assert a.release_id != b.release_id
+        firsts.add(a.release_id)
+    assert len(firsts) == 2  # neither release always goes first
+
+
+def test_a_release_cannot_be_its_own_baseline(database: Database, seeded: Catalog) -> None:
+    with database.transaction() as s, pytest.raises(ValidationProblem) as err:
+        studies.create_study(s, plan(seeded, baseline=seeded.release))
+    assert "own baseline" in str(err.value)
+
+
+def test_a_variant_image_needs_a_cluster_that_runs_containers(database: Database, seeded: Catalog) -> None:
+    data = plan(seeded).model_dump()
+    data["variants"] = [{"name": "ac2", "image": "registry.example/ac2:26.01"}]
+    with database.transaction() as s, pytest.raises(ValidationProblem) as err:
+        studies.create_study(s, StudyPlan.model_validate(data))
+    assert "no container runtime" in str(err.value) and "registry.example/ac2:26.01" in str(err.value)
+    data["cluster"] = {"name": "cpu-podman", "accelerator": "cpu", "container": {"runtime": "podman"}}
+    with database.transaction() as s:
+        assert len(studies.create_study(s, StudyPlan.model_validate(data)).runs) > 0
+
+
+def test_the_verdict_uses_the_same_session_baseline_and_says_so(database: Database, seeded: Catalog) -> None:
+    """An old session of the baseline ran 20% faster (another day, another node); re-run beside the
+    release it is as fast as the release: the comparison uses the pairs and finds no change."""
+    from ablate.backend.services import comparison
+
+    old = _second_release(database)
+
+    def finish(study_id: int, speed: dict[str, float]) -> None:
+        with database.transaction() as s:
+            for run in s.scalars(select(Run).where(Run.study_id == study_id)):
+                ref = f"{run.release.image}:{run.release.tag}"
+                value = speed[ref] * (1 + 0.004 * run.repeat)
+                result = RunResult("succeeded", metrics={"throughput_tokens_per_s": (value, "tokens/s")})
+                ingest.record_run_result(s, run, result)
+
+    small = {"variants": seeded.variants[:1], "workloads": seeded.workloads[:1]}
+    with database.transaction() as s:
+        earlier = studies.create_study(s, StudyPlan.model_validate({**plan(seeded).model_dump(), **small,
+                                                                    "release": old})).id  # fmt: skip
+    finish(earlier, {old: 1200.0})
+    with database.transaction() as s:
+        paired = studies.create_study(s, plan(seeded, baseline=old, **small)).id
+    finish(paired, {old: 1000.0, seeded.release: 1000.0})
+    with database.read() as s:
+        comp = comparison.build_release_comparison(s, seeded.release, baseline_ref=old)
+    assert comp.baseline_source == "same-session"
+    (delta,) = [d for d in comp.deltas if d.metric == "throughput_tokens_per_s"]
+    assert delta.result is not None and delta.result.n_baseline == 3  # the three paired runs, not all six
+    assert delta.summary_verdict == "unchanged" and delta.result.baseline_median == pytest.approx(1004.0)

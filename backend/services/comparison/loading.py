@@ -42,6 +42,7 @@ class RunRow(NamedTuple):
     repeat: int
     status: str
     failure_kind: str | None
+    study_id: int | None = None
 
 
 @dataclass
@@ -65,6 +66,7 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
         Run.repeat,
         ANALYSED_STATUS,
         Run.failure_kind,
+        Run.study_id,
         RunMetric.name,
         RunMetric.value,
         RunMetric.unit,
@@ -77,13 +79,28 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
     rows = Rows()
     # Core rows, not ORM entities: tens of thousands of tuples load several times faster.
     result = session.connection().execute(query).all()  # one bulk fetch, not a fetch per row
-    for rid, rel, cl, wl, var, rep, status, kind, name, value, unit, better in result:
-        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind)
+    for rid, rel, cl, wl, var, rep, status, kind, study, name, value, unit, better in result:
+        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind, study)
         if name is not None:
             rows.metrics[rid][name] = (float(value), unit)
             if better is not None:
                 rows.directions.setdefault(name, better)
     return rows
+
+
+def keep_same_session_baseline(rows: Rows, release_id: int, baseline_id: int) -> list[int]:
+    """When studies of the release re-ran the baseline beside it (a plan's ``baseline:``), keep only
+    those baseline runs: they share the day, the nodes and the driver state with the release's own, so
+    session noise cancels in the comparison. Returns the studies that did (empty: nothing changed)."""
+    studies = {r.study_id for r in rows.runs.values() if r.release_id == release_id}
+    studies.discard(None)
+    paired = {rid for rid, r in rows.runs.items() if r.release_id == baseline_id and r.study_id in studies}
+    if not paired:
+        return []
+    for rid in [rid for rid, r in rows.runs.items() if r.release_id == baseline_id and rid not in paired]:
+        del rows.runs[rid]
+        rows.metrics.pop(rid, None)
+    return sorted({s for s in (rows.runs[rid].study_id for rid in paired) if s is not None})
 
 
 @dataclass
@@ -143,7 +160,7 @@ def values_by_release(rows: Rows, cat: Catalog) -> dict[int, dict[Cell, dict[str
     out: dict[int, dict[Cell, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
-    for rid, (rel, cl, wl, var, _rep, status, _kind) in rows.runs.items():
+    for rid, (rel, cl, wl, var, _rep, status, _kind, _study) in rows.runs.items():
         if status != RunStatus.succeeded:
             continue
         cell = cat.cell(cl, wl, var)

@@ -279,7 +279,8 @@ class ReleaseComparison:
 
     release: ReleaseInfo
     baseline: ReleaseInfo | None
-    baseline_source: str  # previous | explicit | none
+    # previous | explicit | same-session (re-run in the release's own studies) | none
+    baseline_source: str
     lookback_releases: tuple[str, ...]  # oldest first
     method: MethodInfo
     metrics: tuple[str, ...]

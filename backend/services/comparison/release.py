@@ -43,6 +43,7 @@ from ablate.backend.services.comparison.loading import (
     Rows,
     RunRow,
     history_values,
+    keep_same_session_baseline,
     load_catalog,
     load_rows,
     metric_units,
@@ -133,6 +134,8 @@ def build_release_comparison(
 
     ids = [release.id] + ([baseline.id] if baseline else [])
     rows = load_rows(session, release_ids=ids)
+    if baseline is not None and keep_same_session_baseline(rows, release.id, baseline.id):
+        source = "same-session"
     cat = load_catalog(session, rows, [release, *([baseline] if baseline else []), *history])
     by_release = values_by_release(rows, cat)
     present = {m for cell in by_release.get(release.id, {}).values() for m in cell}
@@ -362,7 +365,7 @@ def _cells(
 ) -> list[CellStatus]:
     errors = {rid: err for rid, _v, _s, _e, _p, err in env_rows}
     by_cell: dict[Cell, list[tuple[int, int, str, str | None]]] = defaultdict(list)
-    for rid, (_rel, cl, wl, var, rep, status, kind) in current_runs.items():
+    for rid, (_rel, cl, wl, var, rep, status, kind, _study) in current_runs.items():
         by_cell[(cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)].append(
             (rid, rep, status, kind)
         )
@@ -564,7 +567,7 @@ def _deltas(
 def _run_records(rows: Rows, cat: Catalog, releases: Sequence[Release]) -> tuple[RunRecord, ...]:
     order = {r.id: i for i, r in enumerate(releases)}
     records = []
-    for rid, (rel, cl, wl, var, rep, status, _kind) in rows.runs.items():
+    for rid, (rel, cl, wl, var, rep, status, _kind, _study) in rows.runs.items():
         if rel not in order:
             continue
         records.append(
