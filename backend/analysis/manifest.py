@@ -88,3 +88,32 @@ def diff_manifests(old: Mapping[str, str], new: Mapping[str, str]) -> ManifestDi
         downgraded=tuple(sorted(downgraded, key=_sort_key)),
         unchanged=tuple(sorted(unchanged, key=_sort_key)),
     )
+
+
+@dataclass(frozen=True)
+class DeclaredCheck:
+    """A declared component beside what the image holds (``found`` None: not in the image)."""
+
+    component: str
+    declared: str
+    found: str | None
+    state: str  # matches | differs | not found
+
+
+def check_declared(declared: Mapping[str, str], found: Mapping[str, str]) -> tuple[DeclaredCheck, ...]:
+    """Each declared component with the version found in the image and whether they agree: ``2.9.0``
+    agrees with ``2.9.0+cu128`` (a local build tag) or ``2.9.0.post1``, not with ``2.9.1``. Names match
+    as PEP 503 names, and a library's ``lib`` prefix may be left out (``nccl`` finds ``libnccl``)."""
+    norm: dict[str, str] = {str(canonicalize_name(k)): v for k, v in found.items()}
+    out = []
+    for name, want in sorted(declared.items()):
+        key = str(canonicalize_name(name))
+        have = norm.get(key) or norm.get(f"lib{key}")
+        if have is None:
+            state = "not found"
+        elif have == want or re.match(re.escape(want) + r"([.+\-_a-z]|$)", have):
+            state = "matches"
+        else:
+            state = "differs"
+        out.append(DeclaredCheck(name, want, have, state))
+    return tuple(out)

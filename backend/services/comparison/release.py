@@ -34,7 +34,7 @@ from ablate.backend.analysis.factorial import (
 from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
 from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
-from ablate.backend.services import catalog
+from ablate.backend.services import catalog, images
 from ablate.backend.services.comparison.loading import (
     ANALYSED_ERROR,
     ANALYSED_STATUS,
@@ -71,6 +71,7 @@ from ablate.backend.services.comparison.model import (
 )
 from ablate.backend.services.comparison.releases import manifest_diff, order_family
 from ablate.backend.services.errors import ValidationProblem
+from ablate.backend.services.images import digest_of
 
 
 def _release_info(r: Release) -> ReleaseInfo:
@@ -146,7 +147,27 @@ def build_release_comparison(
             Run.id, Run.variant_id, ANALYSED_STATUS, Run.environment, Run.provenance, ANALYSED_ERROR
         ).where(Run.release_id == release.id)
     ).all()
-    loaded = _Loaded(release, baseline, source, tuple(history), rows, cat, env_rows, by_release, metrics)
+    digests = {
+        d
+        for _r, _v, status, _e, prov, _x in env_rows
+        if status == RunStatus.succeeded and (d := digest_of(prov or {}))
+    }
+    # Only where the runs recorded their images (container runs): no query otherwise.
+    found_new = images.components_of(session, digests) if digests else None
+    found_old = images.found_components(session, baseline) if baseline is not None and found_new else None
+    loaded = _Loaded(
+        release,
+        baseline,
+        source,
+        tuple(history),
+        rows,
+        cat,
+        env_rows,
+        by_release,
+        metrics,
+        found_old,
+        found_new,
+    )
     return _assemble(loaded, opts)
 
 
@@ -166,6 +187,8 @@ class _Loaded:
     env_rows: Sequence[Any]  # (run id, variant id, status, environment, provenance, error)
     by_release: ValuesByRelease
     metrics: tuple[str, ...]
+    found_old: dict[str, str] | None = None  # what the baseline's images hold (read from their files)
+    found_new: dict[str, str] | None = None  # what this release's images hold
 
 
 def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
@@ -224,6 +247,13 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
             if m not in by_metric:
                 missing.append(f"{cell[2]} on {cell[1]} ({cell[0]}): metric {m} not reported")
     missing.extend(_busy_host_notes(current_runs, cat, env_rows))
+    missing.extend(
+        images.moved_tags(
+            images.images_seen(
+                (rid, prov or {}) for rid, _v, st, _e, prov, _x in env_rows if st == RunStatus.succeeded
+            )
+        )
+    )
 
     directions = rows.directions
     ladders = _ladders(values, grid, variant_names, base, metrics, units, directions, opts)
@@ -240,7 +270,7 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         )
     diff = None
     if baseline is not None:
-        diff = manifest_diff(baseline, release)
+        diff = manifest_diff(baseline, release, loaded.found_old, loaded.found_new)
     else:
         missing.append(f"no earlier release of {release.image}: no release-over-release comparison")
 

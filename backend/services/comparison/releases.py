@@ -39,8 +39,19 @@ def order_family(releases: Iterable[Release]) -> list[Release]:
     return sorted(items, key=lambda r: (_natural_key(r.tag), r.id))
 
 
-def manifest_diff(old: Release, new: Release) -> ManifestDiff:
-    """Components added, removed and changed from ``old`` to ``new`` (versions compared as text)."""
+def manifest_diff(
+    old: Release,
+    new: Release,
+    found_old: Mapping[str, str] | None = None,
+    found_new: Mapping[str, str] | None = None,
+) -> ManifestDiff:
+    """Components added, removed and changed from ``old`` to ``new``: the declared manifests, with what
+    the releases' images were found to hold in their place where both images were read (the files are
+    the truth; a note may be stale)."""
+    if found_old is not None and found_new is not None:
+        return diff_manifests(
+            {**_str_map(old.manifest), **found_old}, {**_str_map(new.manifest), **found_new}
+        )
     return diff_manifests(_str_map(old.manifest), _str_map(new.manifest))
 
 

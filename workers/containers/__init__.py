@@ -170,7 +170,7 @@ class ImageFacts:
 Log = Callable[[str], None]
 
 
-def _run(argv: Sequence[str], timeout: float, *, node: str) -> subprocess.CompletedProcess[str]:
+def run_client(argv: Sequence[str], timeout: float, *, node: str) -> subprocess.CompletedProcess[str]:
     """Run the runtime's client; a missing client is this node's fault (another node may have one)."""
     try:
         return subprocess.run(
@@ -186,7 +186,7 @@ def _run(argv: Sequence[str], timeout: float, *, node: str) -> subprocess.Comple
         ) from None
 
 
-def _error_text(proc: subprocess.CompletedProcess[str]) -> str:
+def error_text(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
     return lines[-1] if lines else f"exit code {proc.returncode}"
 
@@ -219,12 +219,12 @@ def inspect_image(cfg: ContainerConfig, ref: str, *, node: str | None = None) ->
     """The runtime's record of a local image (id, repo digests, size), or None when it is not there."""
     node = node or socket.gethostname()
     # Plain ``image inspect`` prints a JSON array on both runtimes (podman 4 ignores ``--format json``).
-    proc = _run([cfg.client, "image", "inspect", ref], 60, node=node)
+    proc = run_client([cfg.client, "image", "inspect", ref], 60, node=node)
     if proc.returncode != 0:
         low = (proc.stderr or "").lower()
         if any(s in low for s in ("no such", "not known", "unknown", "not found")):
             return None
-        raise _classify(ref, "inspect it", _error_text(proc), node)
+        raise _classify(ref, "inspect it", error_text(proc), node)
     try:
         data = json.loads(proc.stdout)
     except ValueError:
@@ -256,7 +256,7 @@ def prepare_image(cfg: ContainerConfig, ref: str, log: Log | None = None) -> Ima
             )
         say(f"ablate: pulling {ref} with {cfg.runtime} (timeout {cfg.pull_timeout_s:g} s)")
         try:
-            proc = _run([cfg.client, "pull", ref], cfg.pull_timeout_s, node=node)
+            proc = run_client([cfg.client, "pull", ref], cfg.pull_timeout_s, node=node)
         except subprocess.TimeoutExpired:
             raise ContainerError(
                 f"image {ref}: pull did not finish within {cfg.pull_timeout_s:g} s on node {node}", "node"
@@ -264,7 +264,7 @@ def prepare_image(cfg: ContainerConfig, ref: str, log: Log | None = None) -> Ima
         for line in (proc.stderr or "").splitlines()[-20:]:
             say(f"ablate: {cfg.runtime} pull: {line}")
         if proc.returncode != 0:
-            raise _classify(ref, "pull it", _error_text(proc), node)
+            raise _classify(ref, "pull it", error_text(proc), node)
         pulled = True
         local = inspect_image(cfg, ref, node=node)
         if local is None:
