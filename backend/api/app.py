@@ -18,6 +18,7 @@ from ablate.backend.api.routes import catalog, health, hygiene, metrics, results
 from ablate.backend.api.routes import comparison as comparison_routes
 from ablate.backend.api.routes import docs as docs_routes
 from ablate.backend.api.routes import history as history_routes
+from ablate.backend.api.routes import images as images_routes
 from ablate.backend.config import Settings, get_settings
 from ablate.backend.db.database import Database
 from ablate.workers.dispatch.lifespan import dispatcher_lifespan
@@ -58,6 +59,7 @@ def create_app(
     # Before catalog: its GET /releases/{ref:path} would swallow /releases/{ref}/comparison and /report.
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
     app.include_router(history_routes.router, prefix=API_PREFIX)
+    app.include_router(images_routes.router, prefix=API_PREFIX)
     for module in (catalog, studies, runs, results, tokens, hygiene):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(advice_routes.router, prefix=API_PREFIX)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,76 @@ def import_(
 
 
 app.command("delete")(delete_release)
+
+
+@app.command("inspect")
+def inspect(
+    image_ref: str = typer.Argument(..., help="An image reference, e.g. registry/training-nv-pytorch:25.12."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    runtime: str = typer.Option(
+        "podman", "--runtime", help="The container runtime to read it with: podman or docker."
+    ),
+    pull: bool = typer.Option(True, "--pull/--no-pull", help="Pull the image when it is not present."),
+    release: str | None = typer.Option(
+        None, "--release", help="Compare with this release's declared manifest."
+    ),
+    store: bool = typer.Option(
+        False, "--store", help="Store what the image holds in the database, by digest."
+    ),
+    url: str | None = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL)."),
+) -> None:
+    """What IMAGE_REF really holds, read from its files (no Python needed inside): every site-packages
+    METADATA, /etc/os-release, versioned stack libraries (NCCL/ACCL, cuDNN, ...) and SDK version files."""
+    from ablate.backend.analysis.manifest import check_declared
+    from ablate.backend.services import images
+    from ablate.workers.containers import ContainerConfig, ContainerError, prepare_image
+    from ablate.workers.containers.manifest import read_image
+
+    try:
+        cfg = ContainerConfig.parse({"runtime": runtime, "pull": "missing" if pull else "never"})
+        facts = prepare_image(cfg, image_ref)
+        found = read_image(cfg, image_ref)
+    except (ValueError, ContainerError) as exc:
+        raise AblateError(str(exc)) from None
+    digest = facts.repo_digest or facts.image_id
+    checks = []
+    if release or store:
+        database = open_database(url)
+        prepare_database(database, embedded=url is None and settings().is_embedded_sqlite)
+        with database.transaction() as session:
+            if release:
+                declared = catalog.get_release(session, release).manifest or {}
+                checks = [
+                    vars(c)
+                    for c in check_declared({str(k): str(v) for k, v in declared.items()}, found.components)
+                ]
+            if store:
+                images.store_contents(
+                    session, [{"digest": digest, "reference": image_ref, **found.to_dict()}]
+                )
+    if as_json:
+        body = {"reference": image_ref, "digest": digest, "image_id": facts.image_id, **found.to_dict()}
+        if release:
+            body["declared_vs_found"] = checks
+        typer.echo(json.dumps(body, indent=2, sort_keys=True))
+        return
+    console.print(f"{image_ref}  {digest}", highlight=False, soft_wrap=True)
+    if not found.components:
+        console.print(
+            "  nothing found (no site-packages metadata, os-release, stack library or SDK version file)"
+        )
+    for name, version in sorted(found.components.items()):
+        console.print(
+            f"  {name:<32} {version:<24} {found.files.get(name, '')}", highlight=False, soft_wrap=True
+        )
+    if checks:
+        console.print(f"declared in {release}:", highlight=False)
+        for c in checks:
+            mark = {"matches": "ok", "differs": "DIFFERS", "not found": "NOT FOUND"}[str(c["state"])]
+            console.print(
+                f"  {c['component']:<32} declared {c['declared']:<16} found {c['found'] or '-':<16} {mark}",
+                highlight=False,
+                soft_wrap=True,
+            )
+    if store:
+        console.print(f"stored as {digest}", highlight=False)

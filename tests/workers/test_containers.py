@@ -274,3 +274,91 @@ def test_a_timed_out_run_leaves_no_container(
     (run,) = runs_of(database, q.study_id)
     assert (run.status, run.failure_kind) == ("failed", "timeout"), run.error
     assert images.containers_of_run(podman, run.id) == []  # the runner removed it by name
+
+
+def test_what_a_release_s_images_hold_is_read_stored_and_checked_against_its_manifest(
+    ray_local: str, database: Database, db_url: str, tmp_path: Path, podman: str
+) -> None:
+    """A rung's image is read on the node that ran it (versions from its files), stored by digest and
+    shown beside the release's declared manifest; when the tag moves during the release, the
+    comparison says so and keeps the two images apart."""
+    import httpx
+
+    from ablate.backend.services import comparison
+    from tests.support.live_server import start_live_server
+
+    versions = {"torch": "2.9.0+cu128", "vllm": "0.12.0", "libnccl.so": "2.21.5"}
+    ref, first_id = images.build_image(podman, tmp_path, "moving", 1000.0, versions=versions)
+    release = ReleaseCreate(
+        image="localhost/ablate-test",
+        tag="moving",
+        platform="gpu",
+        manifest={"torch": "2.9.0", "vllm": "0.11.0", "nccl": "2.21.5", "flashinfer-python": "0.5.3"},
+    )
+    try:
+        # No image on the variant: the rung runs in its release's own image.
+        q1 = queue_study(database, cluster=PODMAN_CPU, variants=[VariantDef(name="own-image")],
+                         workloads=[LJPERF], repeats=2, release=release)  # fmt: skip
+        Dispatcher(make_settings(tmp_path), database).drain(timeout_s=300)
+        assert {r.status for r in runs_of(database, q1.study_id)} == {"succeeded"}
+        server = start_live_server(db_url)
+        try:
+            body = httpx.get(
+                f"{server.api}/images", params={"release": "localhost/ablate-test:moving"}
+            ).json()
+            (seen,) = body["images"]
+            assert (seen["reference"], seen["image_id"]) == (ref, first_id)
+            assert seen["components"]["torch"] == "2.9.0+cu128" and seen["components"]["nccl"] == "2.21.5"
+            states = {c["component"]: c["state"] for c in seen["declared_vs_found"]}
+            assert states == {
+                "torch": "matches",
+                "vllm": "differs",
+                "nccl": "matches",
+                "flashinfer-python": "not found",
+            }
+            assert body["tag_moved"] == []
+            one = httpx.get(f"{server.api}/images/{seen['digest']}").json()
+            assert one["files"]["torch"].endswith("torch-2.9.0+cu128.dist-info/METADATA")
+        finally:
+            server.stop()
+        # The tag moves: the same reference now names another image.
+        _, second_id = images.build_image(
+            podman, tmp_path, "moving", 1500.0, versions={**versions, "vllm": "0.12.1"}
+        )
+        assert second_id != first_id
+        q2 = queue_study(database, cluster=PODMAN_CPU, variants=[VariantDef(name="own-image")],
+                         workloads=[LJPERF], repeats=2, release=release, seed=8)  # fmt: skip
+        Dispatcher(make_settings(tmp_path), database).drain(timeout_s=300)
+        assert {r.status for r in runs_of(database, q2.study_id)} == {"succeeded"}
+        with database.read() as s:
+            comp = comparison.build_release_comparison(s, "localhost/ablate-test:moving")
+        moved = [m for m in comp.missing if "tag moved" in m]
+        both = runs_of(database, q1.study_id) + runs_of(database, q2.study_id)
+        assert {r.provenance["image_id"] for r in both} == {first_id, second_id}
+        digests = {r.provenance.get("image_digest") or r.provenance["image_id"] for r in both}
+        assert len(moved) == 1 and len(digests) == 2 and all(d in moved[0] for d in digests)
+    finally:
+        images.remove_images(podman, ref)
+
+
+def test_release_inspect_reads_versions_from_the_image_s_files(podman: str, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    ref, image = images.build_image(
+        podman, tmp_path, "inspect", 10.0, versions={"deepspeed": "0.16.4", "libaccl.so": "1.4.1"}
+    )
+    try:
+        cli = [sys.executable, "-m", "ablate.backend.cli.main", "release", "inspect"]
+        out = subprocess.run([*cli, ref, "--json", "--no-pull"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        body = json.loads(out.stdout)
+        assert body["image_id"] == image
+        assert body["components"] == {"accl": "1.4.1", "deepspeed": "0.16.4", "os": "Ablate Test OS 1.0"}
+        missing = subprocess.run(
+            [*cli, "localhost/none:1", "--no-pull"], capture_output=True, text=True, timeout=300
+        )
+        assert missing.returncode != 0 and "localhost/none:1" in missing.stderr + missing.stdout
+    finally:
+        images.remove_images(podman, ref)

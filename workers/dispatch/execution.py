@@ -40,6 +40,7 @@ class Outcome:
     retryable: bool = False
     progress: tuple[int, int, float | None] | None = None  # the runner's last report
     excluded: dict[str, str] = field(default_factory=dict)  # nodes the next attempts avoid, and why
+    images: list[dict[str, Any]] = field(default_factory=list)  # what its images hold, read on the nodes
 
 
 @dataclass
@@ -129,6 +130,7 @@ class Execution:
             retryable and result.failure_kind == "infrastructure",
             tuple(lead) if lead else None,
             dict(self.excluded),
+            [n["image_contents"] for n in nodes if n.get("image_contents")],
         )
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.config import Settings
 from ablate.backend.db.models import Run
+from ablate.backend.services.images import store_contents
 from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
 from ablate.workers.dispatch import claims
 from ablate.workers.dispatch.execution import EXCLUDED_PREFIX, Outcome
@@ -32,6 +33,8 @@ class Recorder:
 
     def record(self, session: Session, outcomes: list[Outcome]) -> set[int]:
         """Record finished runs (or queue them again); returns the studies to refresh."""
+        # What the images hold is a fact about the images, whatever became of the runs.
+        store_contents(session, [found for o in outcomes for found in o.images])
         retry = [o for o in outcomes if o.retryable and o.attempt < self.settings.max_attempts]
         for out in retry:
             reason = f"attempt {out.attempt} failed ({out.result.error}); queued again"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import tarfile
 import threading
 import time
 import traceback
@@ -33,6 +34,7 @@ from ablate.backend.domain.runner import (
     visible_devices_env,
 )
 from ablate.workers import containers, preflight
+from ablate.workers.containers.manifest import read_image
 from ablate.workers.dispatch import devices, logs, reaper
 
 PROGRESS_INTERVAL_S = 1.0
@@ -127,10 +129,14 @@ class _NotPlaced(Exception):
     """The node cannot give this run its devices."""
 
 
-def _prepare_container(lead: RunSpec) -> dict[str, str]:
+_read_images: set[str] = set()  # image ids this worker process has read the contents of
+
+
+def _prepare_container(lead: RunSpec) -> tuple[dict[str, str], dict[str, Any] | None]:
     """Before the measured window: remove what dead workers left on this node, then make the run's
     image present (pull under the cluster's policy and timeout), its progress in ``node<N>-image.log``.
-    Returns the image's facts (id, digest, size, pull time) for the provenance; raises ContainerError."""
+    Returns the image's facts (id, digest, size, pull time) for the provenance and, the first time
+    this worker meets an image, what it holds (read from its files); raises ContainerError."""
     assert lead.container is not None
     cfg = containers.ContainerConfig.parse(
         {k: v for k, v in lead.container.items() if k not in ("image", "attempt")}
@@ -150,7 +156,21 @@ def _prepare_container(lead: RunSpec) -> dict[str, str]:
         except containers.ContainerError as exc:
             say(f"ablate: {exc}")
             raise
-    return facts.provenance()
+        contents = None
+        if facts.image_id and facts.image_id not in _read_images:
+            try:
+                found = read_image(cfg, facts.reference)
+            except (containers.ContainerError, OSError, tarfile.TarError) as exc:  # a reading, not the run
+                say(f"ablate: could not read what the image holds: {exc}")
+            else:
+                _read_images.add(facts.image_id)
+                say(f"ablate: the image holds {len(found.components)} components")
+                contents = {
+                    "digest": facts.repo_digest or facts.image_id,
+                    "reference": facts.reference,
+                    **found.to_dict(),
+                }
+    return facts.provenance(), contents
 
 
 def _place_on_node(rank_specs: list[RunSpec], checks: dict[str, Any], allocator: Any) -> dict[str, str]:
@@ -199,6 +219,7 @@ def run_node(
     node: dict[str, str] = {"host": host, "node_rank": str(lead.node_rank)}
     last_progress: list[Any] = []
     preflight_failed = False
+    image_contents: dict[str, Any] | None = None
     try:
         try:
             node = _place_on_node(rank_specs, checks, allocator)
@@ -206,7 +227,7 @@ def run_node(
             raise _NotPlaced(str(exc)) from exc
         lead = rank_specs[0]
         if lead.container:
-            image_facts = _prepare_container(lead)
+            image_facts, image_contents = _prepare_container(lead)
             facts.update(image_facts)
             node.update({k: v for k, v in image_facts.items() if k in ("image_id", "image_digest")})
         report = preflight.run_preflight(
@@ -263,6 +284,7 @@ def run_node(
         "progress": last_progress or None,
         "node": node,
         "logs": logs.collect(lead),
+        "image_contents": image_contents,
     }
 
 
