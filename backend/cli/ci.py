@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 import typer
 import yaml
+from rich.markup import escape
 
 from ablate.backend.cli.ci_gate import FAIL_ON, gate, render_markdown, wait_for_runs
 from ablate.backend.cli.ci_run import (
@@ -29,13 +30,15 @@ from ablate.backend.cli.http import auth_headers, client, describe_problem, requ
 from ablate.backend.cli.results import post_with_retries
 from ablate.backend.config import CiEnvironment
 from ablate.backend.errors import AblateError
-from ablate.workers.parsers import get_parser, known_parsers
+from ablate.workers.parsers import LogParser, get_parser, known_parsers
 
 app = App(help="CI jobs: run a benchmark and store its result; gate the job on the release's verdicts.")
 
 # `ci run`: the result is not stored (the server could not be reached, or was still failing when the
 # retries ran out); the result file says what to send later. Also click's code for usage errors.
 EXIT_NOT_STORED = 2
+# `ci run`: the command could not be started (as a shell says).
+EXIT_NOT_STARTED = 127
 # `ci check`: the gate could not decide (server unreachable, unknown release, bad options).
 EXIT_UNDECIDED = 2
 
@@ -56,6 +59,26 @@ def _parser_options(pairs: list[str]) -> dict[str, Any]:
         except yaml.YAMLError:
             out[key.strip()] = value
     return out
+
+
+def _parser(cell: Cell, name: str | None, options: dict[str, Any]) -> tuple[str, LogParser]:
+    """The parser the command runner would use for this workload (its ``parser`` and
+    ``runner_options.parser_options``, with its seq_len and global batch), ``--parser`` and
+    ``--parser-option`` overriding them."""
+    w = cell.definition("workload")
+    chosen = name or w.get("parser")
+    if not chosen:
+        raise typer.BadParameter("the workload names no parser: give one", param_hint="--parser")
+    merged = {
+        "seq_len": w.get("seq_len"),
+        "global_batch": w.get("global_batch"),
+        **((w.get("runner_options") or {}).get("parser_options") or {}),
+        **options,
+    }
+    try:
+        return str(chosen), get_parser(str(chosen), merged)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--parser/--parser-option") from None
 
 
 def _entry_path(kind: str, name: str) -> str:
@@ -108,8 +131,10 @@ def run(
     cluster: str = typer.Option(..., "--cluster", help="Cluster name."),
     workload: str = typer.Option(..., "--workload", help="Workload name."),
     variant: str = typer.Option(..., "--variant", help="Variant (rung) name."),
-    parser_name: str = typer.Option(
-        ..., "--parser", help=f"Log parser: {', '.join(known_parsers())} (docs/runners.md)."
+    parser_name: str | None = typer.Option(
+        None,
+        "--parser",
+        help=f"Log parser: {', '.join(known_parsers())} (docs/runners.md); default: the workload's.",
     ),
     parser_option: list[str] = typer.Option(
         [], "--parser-option", help="KEY=VALUE for the parser (repeatable), e.g. seq_len=4096."
@@ -139,10 +164,7 @@ def run(
     first and then submitted, retried for up to --retry-for seconds, stored exactly once."""
     if bool(command) == (log is not None):
         raise typer.BadParameter("give a command after -- or --log FILE (one of them)")
-    try:
-        parser = get_parser(parser_name, _parser_options(parser_option))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--parser/--parser-option") from None
+    cli_options = _parser_options(parser_option)
     server_url(server)  # a malformed URL is refused before anything runs
     definitions = load_definitions(define, read_yaml(define)) if define else {}
     names = {"cluster": cluster, "workload": workload, "variant": variant}
@@ -150,8 +172,12 @@ def run(
     key = f"ci:{uuid.uuid4().hex}"
     path = out or Path.cwd() / f"ablate-result-{key[3:15]}.json"
     _check_server(cell, server, token)
+    parser_name, parser = _parser(cell, parser_name, cli_options)
     if command:
-        outcome = run_command(command, parser, stdout=sys.stdout, stderr=sys.stderr)
+        try:
+            outcome = run_command(command, parser, stdout=sys.stdout, stderr=sys.stderr)
+        except AblateError as exc:  # not started: nothing ran, nothing to record
+            fail(str(exc), EXIT_NOT_STARTED)
         tail = outcome.output_tail
     else:
         assert log is not None
@@ -170,9 +196,7 @@ def run(
     write_result(path, built.result)
     benchmark_code = exit_code_of(outcome.returncode) if outcome and outcome.returncode else 0
     if built.reason:
-        err_console.print(
-            f"[bold red]run failed:[/] {built.reason}", highlight=False, soft_wrap=True, markup=False
-        )
+        err_console.print(f"[bold red]run failed:[/] {escape(built.reason)}", highlight=False, soft_wrap=True)
     stored = _submit(path, built.result, server, token, retry_for)
     if benchmark_code:
         raise typer.Exit(benchmark_code)
@@ -196,7 +220,9 @@ def _submit(
                 http, url, body, headers, retries=1_000, backoff_s=1.0, give_up_after_s=retry_for
             )
     except AblateError as exc:
-        err_console.print(f"[bold red]not stored:[/] {exc}; {later}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[bold red]not stored:[/] {escape(str(exc))}; {escape(later)}", highlight=False, soft_wrap=True
+        )
         return None
     if response.status_code in (200, 201):
         out = response.json()
@@ -209,11 +235,13 @@ def _submit(
         return True
     if response.status_code >= 500 or response.status_code == 429:
         err_console.print(
-            f"[bold red]not stored:[/] {describe_problem(response)}; {later}", highlight=False, soft_wrap=True
+            f"[bold red]not stored:[/] {escape(describe_problem(response))}; {escape(later)}",
+            highlight=False,
+            soft_wrap=True,
         )
         return None
     err_console.print(
-        f"[bold red]refused:[/] {describe_problem(response)} (result kept in {path})",
+        f"[bold red]refused:[/] {escape(describe_problem(response))} (result kept in {escape(str(path))})",
         highlight=False,
         soft_wrap=True,
     )

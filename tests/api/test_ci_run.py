@@ -159,6 +159,12 @@ def test_failing_command_is_recorded_and_its_exit_code_passes_through(
     )
     assert quiet.returncode == 1 and "printed no metrics: parser jsonl found no metrics" in quiet.stderr
     assert [r["status"] for r in _runs(client, submit_token)] == ["failed", "failed"]
+    # A command that cannot start: exit 127 as a shell would, nothing recorded.
+    missing = ci_run(
+        live_server.url, submit_token, [*CELL, "--parser", "jsonl", "--", "/nonexistent/bench"], tmp_path
+    )
+    assert missing.returncode == 127 and "cannot start command '/nonexistent/bench'" in missing.stderr
+    assert len(_runs(client, submit_token)) == 2
 
 
 def test_unknown_names_and_duplicates_are_refused_before_and_after(
