@@ -122,3 +122,55 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+class CiEnvironment(BaseSettings):
+    """The variables a CI system sets for its jobs (GitHub Actions, GitLab CI, Jenkins, Buildkite).
+
+    Not settings of Ablate (no prefix, not in the configuration reference): `ablate ci` reads them
+    for a result's provenance and for the job summary. Every field is the variable of its name in
+    upper case; empty when unset.
+    """
+
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
+
+    # GitHub Actions
+    github_actions: str = ""
+    github_run_id: str = ""
+    github_run_attempt: str = ""
+    github_sha: str = ""
+    github_ref_name: str = ""
+    github_head_ref: str = ""
+    github_server_url: str = ""
+    github_repository: str = ""
+    github_job: str = ""
+    github_workflow: str = ""
+    github_step_summary: str = ""
+    # GitLab CI
+    gitlab_ci: str = ""
+    ci_pipeline_id: str = ""
+    ci_job_id: str = ""
+    ci_commit_sha: str = ""
+    ci_commit_ref_name: str = ""
+    ci_job_url: str = ""
+    ci_job_name: str = ""
+    ci_project_path: str = ""
+    # Jenkins
+    jenkins_url: str = ""
+    build_number: str = ""
+    build_url: str = ""
+    job_name: str = ""
+    git_commit: str = ""
+    git_branch: str = ""
+    branch_name: str = ""
+    # Buildkite
+    buildkite: str = ""
+    buildkite_build_id: str = ""
+    buildkite_build_number: str = ""
+    buildkite_retry_count: str = ""
+    buildkite_commit: str = ""
+    buildkite_branch: str = ""
+    buildkite_build_url: str = ""
+    buildkite_job_id: str = ""
+    buildkite_label: str = ""
+    buildkite_pipeline_slug: str = ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ablate.backend import __version__
-from ablate.backend.cli import db, hygiene, releases, results, study, tokens
+from ablate.backend.cli import ci, db, hygiene, releases, results, study, tokens
 from ablate.backend.cli.advise import app as advise_app
 from ablate.backend.cli.common import App, console
 from ablate.backend.cli.config_docs import config_docs
@@ -16,6 +16,7 @@ app = App(help="Ablate: what each optimisation in a training-image release is wo
 app.add_typer(db.app, name="db")
 app.add_typer(tokens.app, name="token")
 app.add_typer(results.app, name="results")
+app.add_typer(ci.app, name="ci")
 app.add_typer(releases.app, name="release")
 app.add_typer(study.app, name="study")
 app.add_typer(hygiene.run_app, name="run")

@@ -8,6 +8,7 @@ store a result twice: the server answers a repeat with the first run ids.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
 from pathlib import Path
@@ -49,19 +50,35 @@ def load_batch(path: Path) -> tuple[bytes, bytes]:
 
 
 def post_with_retries(
-    client: httpx.Client, url: str, body: bytes, headers: dict[str, str], *, retries: int, backoff_s: float
+    client: httpx.Client,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    retries: int,
+    backoff_s: float,
+    give_up_after_s: float | None = None,
 ) -> httpx.Response:
-    """POST, retrying connection errors and 5xx with exponential back-off (safe: the key is stable)."""
-    for attempt in range(retries + 1):
+    """POST, retrying connection errors and 5xx with exponential back-off (safe: the key is stable),
+    at most ``retries`` times and, with ``give_up_after_s``, no later than that many seconds from now."""
+    deadline = None if give_up_after_s is None else time.monotonic() + give_up_after_s
+    for attempt in itertools.count():
+        problem: Exception | None = None
         try:
             response = client.post(url, content=body, headers=headers)
         except httpx.TransportError as exc:
-            if attempt == retries:
-                raise AblateError(f"cannot reach {url} after {retries + 1} attempts: {exc!r}") from None
+            problem = exc
         else:
-            if response.status_code not in RETRYABLE or attempt == retries:
+            if response.status_code not in RETRYABLE:
                 return response
-        time.sleep(min(backoff_s * 2**attempt, 30.0))
+        pause = min(backoff_s * 2**attempt, 30.0)
+        if deadline is not None:
+            pause = min(pause, deadline - time.monotonic())
+        if attempt >= retries or (deadline is not None and pause <= 0):
+            if problem is None:
+                return response
+            raise AblateError(f"cannot reach {url} after {attempt + 1} attempts: {problem!r}") from None
+        time.sleep(pause)
     raise AssertionError("unreachable")
 
 

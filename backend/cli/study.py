@@ -34,8 +34,16 @@ app = App(
 
 SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
 TOKEN = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN); submit and cancel need admin.")
-# Exit codes of `submit --wait`: the study's outcome, so CI can gate on it.
+# Exit codes of `submit --wait`: the study's outcome, so CI can gate on it; and when following ended
+# without one: the server stayed unreachable (the study goes on), or Ctrl-C.
 EXIT_FOR = {"succeeded": 0, "failed": 1, "cancelled": 3}
+EXIT_LOST_CONTACT = 4
+EXIT_INTERRUPTED = 130
+RETRYABLE = {429, 500, 502, 503, 504}
+
+
+class LostContact(AblateError):
+    """The server could not be read for longer than the follower waits."""
 
 
 def load_plan(path: Path) -> dict[str, Any]:
@@ -73,11 +81,21 @@ def submit(
     plan: Path = typer.Argument(..., help="Plan file (YAML or JSON), see docs/plans.md."),
     wait: bool = typer.Option(False, "--wait", help="Follow the study until it ends; exit with its outcome."),
     poll: float = typer.Option(2.0, "--poll", min=0.2, help="Seconds between progress reads with --wait."),
+    lost_after: float = typer.Option(
+        300.0, "--lost-after", min=0.0, help="With --wait: give up after the server is unreachable this long."
+    ),
+    cancel_on_interrupt: bool = typer.Option(
+        False,
+        "--cancel-on-interrupt",
+        help="With --wait: Ctrl-C cancels the study (default: it keeps running).",
+    ),
     server: str | None = SERVER,
     token: str | None = TOKEN,
 ) -> None:
     """Queue a study from PLAN. With --wait: a progress bar on a terminal, a line per finished run
-    otherwise; exit 0 if the study succeeded, 1 if it failed, 3 if it was cancelled."""
+    otherwise; exit 0 if the study succeeded, 1 if it failed, 3 if it was cancelled, 4 if the server
+    stayed unreachable for --lost-after seconds (connection errors and 5xx before that are retried),
+    130 on Ctrl-C (the study keeps running unless --cancel-on-interrupt)."""
     data = load_plan(plan)
     with client(server, token) as http:
         study = request_json(http, "POST", "/studies", json=data)
@@ -90,11 +108,70 @@ def submit(
             err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
         if not wait:
             return
-        final = follow(http, study["id"], poll_s=poll, live=sys.stdout.isatty())
+        study_id = int(study["id"])
+        try:
+            final = follow(http, study_id, poll_s=poll, live=sys.stdout.isatty(), lost_after_s=lost_after)
+        except LostContact as exc:
+            err_console.print(
+                f"[bold red]lost contact:[/] {exc}; study {study_id} keeps running on the server: "
+                f"follow it with `ablate study show {study_id}`",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(EXIT_LOST_CONTACT) from None
+        except KeyboardInterrupt:
+            interrupted(http, study_id, cancel=cancel_on_interrupt)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
     raise typer.Exit(EXIT_FOR.get(final["status"], 1))
 
 
-def follow(http: httpx.Client, study_id: int, *, poll_s: float, live: bool) -> dict[str, Any]:
+def interrupted(http: httpx.Client, study_id: int, *, cancel: bool) -> None:
+    """Ctrl-C while following: say what happens to the study (or cancel it, when asked)."""
+    if not cancel:
+        err_console.print(
+            f"interrupted: study {study_id} keeps running on the server; "
+            f"cancel it with `ablate study cancel {study_id}`, follow it with `ablate study show {study_id}`",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    try:
+        study = request_json(http, "POST", f"/studies/{study_id}/cancel")
+    except AblateError as exc:
+        err_console.print(
+            f"interrupted: cancelling study {study_id} failed ({exc}); "
+            f"it may keep running: `ablate study cancel {study_id}`",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    err_console.print(f"interrupted: study {study_id} {study['status']}", highlight=False)
+
+
+def read_study(http: httpx.Client, study_id: int, *, lost_after_s: float, poll_s: float) -> dict[str, Any]:
+    """The study, reading again through connection errors and 5xx (a dropped keep-alive connection,
+    a restarting server) for up to ``lost_after_s``; then :class:`LostContact`. Refusals (4xx) end at once."""
+    deadline = time.monotonic() + lost_after_s
+    while True:
+        try:
+            response = http.get(f"/studies/{study_id}")
+        except httpx.TransportError as exc:
+            problem = f"cannot reach {http.base_url}: {exc}"
+        else:
+            if response.status_code < 400:
+                study: dict[str, Any] = response.json()
+                return study
+            if response.status_code not in RETRYABLE:
+                raise AblateError(describe_problem(response))
+            problem = describe_problem(response)
+        if time.monotonic() >= deadline:
+            raise LostContact(f"{problem} (for {lost_after_s:g} s)")
+        time.sleep(max(0.05, min(poll_s, deadline - time.monotonic())))
+
+
+def follow(
+    http: httpx.Client, study_id: int, *, poll_s: float, live: bool, lost_after_s: float = 300.0
+) -> dict[str, Any]:
     """Read the study until it ends, reporting finished runs; returns the last read."""
     reported: set[int] = set()
     progress = Progress(
@@ -109,7 +186,7 @@ def follow(http: httpx.Client, study_id: int, *, poll_s: float, live: bool) -> d
     with progress:
         task = progress.add_task("runs", total=None, study=study_id, status="queued")
         while True:
-            study = request_json(http, "GET", f"/studies/{study_id}")
+            study = read_study(http, study_id, lost_after_s=lost_after_s, poll_s=poll_s)
             runs = study["runs"]
             done = [r for r in runs if r["status"] in TERMINAL_STATES]
             for run in done:

@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -175,6 +176,18 @@ class Run(Base):
         Index("ix_runs_status_queue_order", "status", "queue_order"),
         # the comparison query: one release, grouped by cell
         Index("ix_runs_release_cell", "release_id", "cluster_id", "workload_id", "variant_id"),
+        # A CI result is stored once per cell and repeat (services/ingest.py numbers and refuses).
+        Index(
+            "uq_runs_ci_cell_repeat",
+            "release_id",
+            "cluster_id",
+            "workload_id",
+            "variant_id",
+            "repeat",
+            unique=True,
+            sqlite_where=text("source = 'ci'"),
+            postgresql_where=text("source = 'ci'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

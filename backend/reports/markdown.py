@@ -16,32 +16,32 @@ from ablate.backend.services.comparison import ReleaseComparison
 _MARKUP = re.compile(r"[\\`*\[\]<>|~!#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
-def _escape(text: str) -> str:
+def escape_md(text: str) -> str:
     # A newline would end the table row.
     return _MARKUP.sub(lambda m: "\\" + m.group(0), text).replace("\n", " ").strip() or " "
 
 
 def table_md(table: t.Table, *, level: int = 3) -> str:
-    lines = [f"{'#' * level} {_escape(table.title)}", ""]
+    lines = [f"{'#' * level} {escape_md(table.title)}", ""]
     if table.note:
-        lines += [f"_{_escape(table.note)}_", ""]
+        lines += [f"_{escape_md(table.note)}_", ""]
     if not table.rows:
         return "\n".join([*lines, "None.", ""])
-    lines.append("| " + " | ".join(_escape(h) for h in table.header) + " |")
+    lines.append("| " + " | ".join(escape_md(h) for h in table.header) + " |")
     lines.append("|" + "|".join("---" for _ in table.header) + "|")
-    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in table.rows]
+    lines += ["| " + " | ".join(escape_md(c) for c in row) + " |" for row in table.rows]
     return "\n".join([*lines, ""])
 
 
 def _bullets(title: str, items: tuple[str, ...] | list[str]) -> str:
-    body = "\n".join(f"- {_escape(i)}" for i in items) if items else "None."
+    body = "\n".join(f"- {escape_md(i)}" for i in items) if items else "None."
     return f"### {title}\n\n{body}\n"
 
 
 def render_markdown(
     c: ReleaseComparison, *, generated_at: datetime | None = None, advice: ReleaseAdvice | None = None
 ) -> str:
-    parts = [f"# Ablation report: {_escape(c.release.ref)}", ""]
+    parts = [f"# Ablation report: {escape_md(c.release.ref)}", ""]
     if generated_at is not None:
         parts += [f"_Generated {generated_at.isoformat()}_", ""]
     parts.append(table_md(t.overview(c)))

@@ -26,6 +26,7 @@ MAX_RESULTS = 1_000
 MAX_METRICS = 256
 MAX_SERIES = 64
 MAX_POINTS = 1_000_000
+MAX_REPEAT = 100_000
 
 
 class MetricValue(Strict):
@@ -102,7 +103,8 @@ class ResultIn(Strict):
     cluster: NameOr[ClusterDef]
     workload: NameOr[WorkloadDef]
     variant: NameOr[VariantDef]
-    repeat: Annotated[Int, Field(ge=0, le=100_000)] = 0
+    # None: the server gives the next free repeat of the cell (one past its highest CI repeat).
+    repeat: Annotated[Int, Field(ge=0, le=MAX_REPEAT)] | None = None
     status: Literal["succeeded", "failed"] = "succeeded"
     metrics: Annotated[dict[MetricName, MetricIn], Field(max_length=MAX_METRICS)] = {}
     series: Annotated[dict[MetricName, SeriesIn], Field(max_length=MAX_SERIES)] = {}

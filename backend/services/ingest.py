@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Engine, delete, func, insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -45,11 +45,11 @@ from ablate.backend.db.models import (
 from ablate.backend.domain.metrics import MAX_ABS_VALUE, get_metric, resolve_metric
 from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.catalog import ReleaseCreate
-from ablate.backend.schemas.results import MAX_POINTS, MetricValue, ResultIn, ResultsBatch
+from ablate.backend.schemas.results import MAX_POINTS, MAX_REPEAT, MetricValue, ResultIn, ResultsBatch
 from ablate.backend.services import catalog
 from ablate.backend.services.catalog import Entry
 from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
-from ablate.backend.services.errors import FieldError, ProblemError, ValidationProblem
+from ablate.backend.services.errors import Conflict, FieldError, ProblemError, ValidationProblem
 
 THROUGHPUT = "throughput_tokens_per_s"
 
@@ -483,7 +483,7 @@ class _CatalogLookup:
             cluster_id=self._named_id(Cluster, result.cluster, f"{loc}.cluster"),
             workload_id=self._named_id(Workload, result.workload, f"{loc}.workload"),
             variant_id=self._named_id(Variant, result.variant, f"{loc}.variant"),
-            repeat=result.repeat,
+            repeat=result.repeat if result.repeat is not None else -1,  # -1: numbered by _number_repeats
             attempt=1,
             source=RunSource.ci.value,
             idempotency_key=key,
@@ -523,11 +523,73 @@ def submit_results(
         run = lookup.run_for(submitted, f"results[{i}]", keys[i])
         _apply(run, result, rows[i], submitted.started_at, submitted.finished_at)
         runs[i] = run
+    _number_repeats(session, [(i, runs[i], s.repeat) for i, s, _ in todo], check=not optimistic)
     session.add_all(runs.values())
     session.flush()  # one batched INSERT ... RETURNING for all runs
     write_rows(session, [(runs[i].id, rows[i]) for i, _, _ in todo])
     ids = [runs[i].id if i in runs else existing[str(keys[i])] for i in range(len(keys))]
     return SubmitOutcome(ids, created=True)
+
+
+Cell = tuple[int, int, int, int]  # release, cluster, workload, variant ids
+
+
+def _cell(run: Run) -> Cell:
+    return (run.release_id, run.cluster_id, run.workload_id, run.variant_id)
+
+
+def _number_repeats(session: Session, new: Sequence[tuple[int, Run, int | None]], *, check: bool) -> None:
+    """Give each run whose result has no repeat the next free one of its cell, and refuse a repeat
+    the cell's CI results already have: a (cell, repeat) names one CI result, so a job that always
+    sends repeat 0 cannot pile up copies. The unique index ``uq_runs_ci_cell_repeat`` is the final
+    word under concurrency (the loser's retry sees the winner); ``check`` looks the given repeats up
+    first so that a duplicate is refused naming the run that holds it."""
+    release_ids = {run.release_id for _, run, _ in new}
+    explicit = [(i, run, wanted) for i, run, wanted in new if wanted is not None]
+    seen: dict[tuple[Cell, int], int] = {}
+    for i, run, wanted in explicit:
+        first = seen.setdefault((_cell(run), wanted), i)
+        if first != i:
+            raise ValidationProblem.at(
+                f"results[{i}].repeat",
+                f"the same cell and repeat as results[{first}]; omit repeat for the next free one",
+            )
+    if check and explicit:
+        rows = session.execute(
+            select(Run.id, Run.release_id, Run.cluster_id, Run.workload_id, Run.variant_id, Run.repeat).where(
+                Run.source == RunSource.ci.value,
+                Run.release_id.in_(release_ids),
+                Run.repeat.in_({wanted for _, _, wanted in explicit}),
+            )
+        )
+        held = {((r.release_id, r.cluster_id, r.workload_id, r.variant_id), r.repeat): r.id for r in rows}
+        for i, run, wanted in explicit:
+            if (holder := held.get((_cell(run), wanted))) is not None:
+                raise Conflict.at(
+                    f"results[{i}].repeat",
+                    f"repeat {wanted} of this cell is already stored as run {holder}; "
+                    "each result is stored once: omit repeat to get the next free one",
+                )
+    auto = [(i, run) for i, run, wanted in new if wanted is None]
+    if not auto:
+        return
+    highest: dict[Cell, int] = {}
+    tops = session.execute(
+        select(Run.release_id, Run.cluster_id, Run.workload_id, Run.variant_id, func.max(Run.repeat))
+        .where(Run.source == RunSource.ci.value, Run.release_id.in_(release_ids))
+        .group_by(Run.release_id, Run.cluster_id, Run.workload_id, Run.variant_id)
+    )
+    for release_id, cluster_id, workload_id, variant_id, top in tops:
+        highest[(release_id, cluster_id, workload_id, variant_id)] = top
+    for _, run, wanted in explicit:  # the batch's own numbers count too
+        highest[_cell(run)] = max(highest.get(_cell(run), -1), wanted)
+    for i, run in auto:
+        run.repeat = highest.get(_cell(run), -1) + 1
+        if run.repeat > MAX_REPEAT:
+            raise ValidationProblem.at(
+                f"results[{i}].repeat", f"the cell has no free repeat up to {MAX_REPEAT}"
+            )
+        highest[_cell(run)] = run.repeat
 
 
 # Errors after which the whole batch is simply tried again: a concurrent submission won a unique

@@ -19,7 +19,7 @@ from tests.support.live_server import LiveServer, start_live_server
 
 def test_contract_example_is_stored(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
     create_release(admin)
-    r = ci.post("/results", json={"results": [result(), result(repeat=1)]})
+    r = ci.post("/results", json={"results": [result(repeat=0), result(repeat=1)]})
     assert r.status_code == 201, r.text
     body = r.json()
     assert body["created"] is True and len(body["run_ids"]) == 2
@@ -299,3 +299,62 @@ def test_token_revoked_by_another_worker_is_refused_on_the_next_request(
             token_id = next(t["id"] for t in admin2.get("/tokens").json() if t["name"] == "test-ci")
             assert admin2.post(f"/tokens/{token_id}/revoke").status_code == 200
     assert ci.get("/runs").status_code == 401
+
+
+def _repeats(database: Any) -> list[int]:
+    with database.read() as session:
+        return sorted(session.scalars(select(Run.repeat).where(Run.source == "ci")))
+
+
+def test_repeats_are_numbered_by_the_server_and_never_stored_twice(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    create_release(admin)
+    # Without a repeat: the next free one of the cell, past the batch's own numbers too.
+    first = ci.post("/results", json={"results": [result(), result(repeat=4), result()]})
+    assert first.status_code == 201, first.text
+    assert _repeats(live_server.database) == [4, 5, 6]
+    assert ci.post("/results", json={"results": [result()]}).status_code == 201
+    assert _repeats(live_server.database) == [4, 5, 6, 7]
+    # A repeat the cell holds: refused naming the run, nothing stored.
+    before = snapshot(live_server.database)
+    dup = ci.post("/results", json={"results": [result(repeat=5)]})
+    assert_problem(dup, 409, loc="results[0].repeat")
+    assert "already stored as run" in dup.json()["detail"] and "omit repeat" in dup.json()["detail"]
+    assert snapshot(live_server.database) == before
+    # ...also when the duplicate is inside one batch, or sent under an idempotency key.
+    assert_problem(ci.post("/results", json={"results": [result(repeat=9), result(repeat=9)]}), 422)
+    keyed = ci.post("/results", json={"results": [result(repeat=6)]}, headers={"Idempotency-Key": "k-dup"})
+    assert_problem(keyed, 409, loc="results[0].repeat")
+    assert snapshot(live_server.database) == before
+    # Another cell (another variant) numbers on its own; the same key again is answered, not refused.
+    other = result(variant={"name": "Base", "factors": []}, idempotency_key="other-0")
+    stored = ci.post("/results", json={"results": [other]})
+    assert stored.status_code == 201 and _repeats(live_server.database) == [0, 4, 5, 6, 7]
+    again = ci.post("/results", json={"results": [other]})
+    assert again.status_code == 200 and again.json()["run_ids"] == stored.json()["run_ids"]
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_concurrent_submissions_of_one_cell_get_distinct_repeats(
+    live_server: LiveServer, admin: httpx.Client, submit_token: str, explicit: bool
+) -> None:
+    """Eight jobs at once: without repeats each gets its own; with the same repeat exactly one wins."""
+    create_release(admin)
+    assert admin.post("/results", json={"results": [result(repeat=0)]}).status_code == 201
+
+    def send(i: int) -> int:
+        body = result(repeat=1) if explicit else result()
+        with httpx.Client(base_url=live_server.api, headers=auth(submit_token), timeout=60) as c:
+            return c.post(
+                "/results", json={"results": [body]}, headers={"Idempotency-Key": f"job-{i}"}
+            ).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(send, range(8)))
+    if explicit:
+        assert sorted(codes) == [201] + [409] * 7
+        assert _repeats(live_server.database) == [0, 1]
+    else:
+        assert codes == [201] * 8
+        assert _repeats(live_server.database) == list(range(9))

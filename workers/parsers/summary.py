@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ablate.backend.domain.metrics import METRIC_UNITS
-from ablate.workers.parsers.base import ParseResult, StepRecord
+from ablate.workers.parsers.base import LogParser, ParseResult, StepRecord
 
 # Per-step values summarised by the median of the measured steps; the rest: last value / maximum.
 _MEDIAN = (
@@ -26,6 +28,39 @@ class Context:
     devices: int = 1
     peak_tflops_per_device: float | None = None
     warmup_steps: int = 0
+
+
+def devices_of(workload: Mapping[str, Any], cluster: Mapping[str, Any]) -> int:
+    """The devices a run's throughput is spread over: the workload's parallelism when it states one,
+    else every device of the cluster."""
+    parallel = (
+        int(workload.get("data_parallel") or 1)
+        * int(workload.get("tensor_parallel") or 1)
+        * int(workload.get("pipeline_parallel") or 1)
+    )
+    devices = int(cluster.get("nodes") or 1) * int(cluster.get("devices_per_node") or 1)
+    return parallel if parallel > 1 else devices
+
+
+def context_for(workload: Mapping[str, Any], cluster: Mapping[str, Any], parser: LogParser) -> Context:
+    """What :func:`summarize` needs from a workload and cluster definition and the parser's reading
+    of the log (a log's own seq_len or batch wins: it is what ran)."""
+    return Context(
+        seq_len=parser.seq_len,
+        global_batch=parser.global_batch,
+        devices=devices_of(workload, cluster),
+        peak_tflops_per_device=cluster.get("peak_tflops_per_device"),
+        warmup_steps=int(workload.get("warmup_steps") or 0),
+    )
+
+
+def no_metrics_reason(parser_name: str, parsed: ParseResult, warmup_steps: int) -> str:
+    """Why a log gave no metrics, with what the parser saw (for a failed run's error)."""
+    why = f"parser {parser_name} found no metrics ({len(parsed.steps)} step records"
+    why += f", {warmup_steps} warm-up dropped, {parsed.malformed_lines} malformed lines)"
+    if parsed.malformed_examples:
+        why += f"; first malformed {parsed.malformed_examples[0]}"
+    return why
 
 
 def _values(steps: list[StepRecord], key: str) -> list[float]:

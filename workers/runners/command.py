@@ -18,7 +18,7 @@ from ablate.backend.domain.factors import factor_error, normalize_factor
 from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
 from ablate.backend.domain.states import FailureKind
 from ablate.workers.parsers import LogParser, get_parser
-from ablate.workers.parsers.summary import Context, summarize
+from ablate.workers.parsers.summary import context_for, no_metrics_reason, summarize
 from ablate.workers.runners import hostload
 from ablate.workers.runners.process import ProcessGroup, describe_returncode, start_run_process
 
@@ -32,17 +32,6 @@ def _argv(command: Any) -> list[str]:
     if isinstance(command, list | tuple) and command and all(isinstance(c, str) for c in command):
         return list(command)
     raise ValueError("runner_options.command must be a non-empty string or list of strings")
-
-
-def _devices(spec: RunSpec) -> int:
-    w, c = spec.workload, spec.cluster
-    parallel = (
-        int(w.get("data_parallel") or 1)
-        * int(w.get("tensor_parallel") or 1)
-        * int(w.get("pipeline_parallel") or 1)
-    )
-    cluster = int(c.get("nodes") or 1) * int(c.get("devices_per_node") or 1)
-    return parallel if parallel > 1 else cluster
 
 
 def _tokens_per_s(values: dict[str, float], parser: LogParser) -> float | None:
@@ -174,14 +163,7 @@ class CommandRunner:
         code = out.returncode if out.returncode is not None else -9
         if code != 0:
             return fail(f"command {describe_returncode(code)}", "infrastructure" if code < 0 else "benchmark")
-        ctx = Context(
-            seq_len=parser.seq_len,
-            global_batch=parser.global_batch,
-            devices=_devices(spec),
-            peak_tflops_per_device=spec.cluster.get("peak_tflops_per_device"),
-            warmup_steps=warmup,
-        )
-        metrics, series = summarize(parsed, ctx)
+        metrics, series = summarize(parsed, context_for(w, spec.cluster, parser))
         if not metrics and spec.rank != 0:
             # Only global rank 0 must report: the other nodes' launchers (and ranks) usually print no
             # metrics; their exit code is what counts.
@@ -190,10 +172,7 @@ class CommandRunner:
                 environment=env_used,
             )  # fmt: skip
         if not metrics:
-            why = f"parser {parser_name} found no metrics ({len(parsed.steps)} step records"
-            why += f", {warmup} warm-up dropped, {parsed.malformed_lines} malformed lines)"
-            if parsed.malformed_examples:
-                why += f"; first malformed {parsed.malformed_examples[0]}"
+            why = no_metrics_reason(parser_name, parsed, warmup)
             return fail(f"command printed no metrics: {why}", "benchmark")
         metrics.setdefault("elapsed_s", (elapsed, "s"))
         return RunResult(
