@@ -73,11 +73,11 @@ CATALOG_ROWS = (
 )
 
 
-def test_0009_renumbers_duplicate_ci_repeats_and_keeps_every_run(empty_db_url: str) -> None:
+def test_0008_renumbers_duplicate_ci_repeats_and_keeps_every_run(empty_db_url: str) -> None:
     """A CI job that always sent repeat 0 left copies: each later copy gets the cell's next free repeat
     (the old number kept in provenance); no run is dropped, and the unique index then holds."""
     engine = make_engine(empty_db_url)
-    migrate.upgrade(engine, "0008")
+    migrate.upgrade(engine, "0007")
     with engine.begin() as conn:
         conn.execute(
             text(

@@ -4,8 +4,8 @@ Existing duplicates (a CI job that always sent repeat 0) are renumbered before t
 made: the first stored keeps its repeat, each later one gets the next free repeat of its cell and
 keeps the old number in ``provenance.renumbered_from_repeat``. No run is dropped.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-06
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0009"
-down_revision: str | None = "0008"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
