@@ -17,11 +17,12 @@ import pytest
 CONF = Path(__file__).with_name("containers.conf")
 REPO = "localhost/ablate-test"
 
-# The benchmark inside the test images: an ljperf log at the image's own speed (/etc/bench-speed),
+# The benchmark inside the test images: an ljperf log at the image's own speed (/etc/bench-speed, or
+# $BENCH_SPEED where there is no such file, e.g. the same script run on the host),
 # after writing where it ran (NODE_RANK, the image's id file) under $BENCH_OUT when that is set, and
 # sleeping $BENCH_SLEEP seconds first when set (a run to cancel).
 LJPERF = """#!/bin/sh
-speed=$(cat /etc/bench-speed)
+speed=${BENCH_SPEED:-$(cat /etc/bench-speed)}
 steps=${BENCH_STEPS:-6}
 if [ -n "$BENCH_OUT" ]; then
   echo "node_rank=$NODE_RANK nnodes=$NNODES speed=$speed" > "$BENCH_OUT/node$NODE_RANK.txt"

@@ -130,6 +130,8 @@ class _NotPlaced(Exception):
 
 
 _read_images: set[str] = set()  # image ids this worker process has read the contents of
+SWEEP_EVERY_S = 60.0  # the orphan sweep (one `ps` of the runtime) at most this often per worker
+_last_sweep = [-SWEEP_EVERY_S]
 
 
 def _prepare_container(lead: RunSpec) -> tuple[dict[str, str], dict[str, Any] | None]:
@@ -142,7 +144,9 @@ def _prepare_container(lead: RunSpec) -> tuple[dict[str, str], dict[str, Any] | 
         {k: v for k, v in lead.container.items() if k not in ("image", "attempt")}
     )
     reaper.containers(cfg.client)  # a killed worker's containers go with it
-    containers.sweep_orphans(cfg.client)
+    if time.monotonic() - _last_sweep[0] >= SWEEP_EVERY_S:  # what workers whose reaper died too left
+        _last_sweep[0] = time.monotonic()
+        containers.sweep_orphans(cfg.client)
     path = lead.log_file(part="image")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as log_file:
