@@ -362,3 +362,37 @@ def test_release_inspect_reads_versions_from_the_image_s_files(podman: str, tmp_
         assert missing.returncode != 0 and "localhost/none:1" in missing.stderr + missing.stdout
     finally:
         images.remove_images(podman, ref)
+
+
+def test_torch_llm_trains_inside_an_image_that_has_python_and_torch(
+    ray_local: str, database: Database, tmp_path: Path, podman: str, two_images: dict[str, tuple[str, str]]
+) -> None:
+    """The built-in runner in a container: the image brings Python and torch (here this machine's, put
+    into the busybox image by the cluster's mounts, read-only), Ablate's package is mounted at
+    /opt/ablate; the run trains for real and reports from inside."""
+    import sys
+
+    venv = Path(sys.prefix)
+    python = Path(sys.executable)
+    real = python.resolve()
+    mounts = [
+        f"{p}:{p}:ro" for p in ("/lib", "/lib64", "/usr/lib", "/usr/local", str(venv), str(real.parents[1]))
+    ]
+    cluster = ClusterDef(
+        name="cpu-podman-torch",
+        accelerator="cpu",
+        container={"runtime": "podman", "mounts": sorted(set(mounts)), "python": str(python)},
+    )
+    tiny = WorkloadDef(name="tiny-in-image", model="tiny", runner="torch-llm", seq_len=16, micro_batch=1,
+                       precision="fp32", warmup_steps=1, measured_steps=2)  # fmt: skip
+    eager = VariantDef(name="eager-in-image", image=two_images["slow"][0])
+    q = queue_study(database, cluster=cluster, variants=[eager], workloads=[tiny])
+    Dispatcher(make_settings(tmp_path, run_timeout_s=600.0), database).drain(timeout_s=900)
+    (run,) = runs_of(database, q.study_id)
+    assert run.status == "succeeded", (run.error, run.log_tail)
+    assert run.provenance["execution"] == "container (podman)"
+    assert run.provenance["image_id"] == two_images["slow"][1]
+    with database.read() as s:
+        tput = s.query(RunMetric).filter_by(run_id=run.id, name="throughput_tokens_per_s").one().value
+    assert tput > 0
+    assert images.containers_of_run(podman, run.id) == []

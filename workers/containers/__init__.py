@@ -438,14 +438,16 @@ def run_containers(client: str, run_id: int) -> list[str]:
 
 def package_mounts() -> list[str]:
     """Read-only mounts that put this installation's ``ablate`` package at /opt/ablate inside a container
-    (the built-in torch-llm runner's child imports it; the image brings Python and torch)."""
+    (the built-in torch-llm runner's child imports it; the image brings Python and torch), and at its own
+    path too, for an interpreter that resolves ``ablate`` by an editable install's path mapping."""
     from pathlib import Path
 
     from ablate.backend.domain import runner as domain_runner
 
-    workers = Path(__file__).resolve().parent
+    workers = Path(__file__).resolve().parent.parent
     backend = Path(domain_runner.__file__).resolve().parent.parent
-    return [f"{backend}:/opt/ablate/ablate/backend:ro", f"{workers}:/opt/ablate/ablate/workers:ro"]
+    mounts = [f"{backend}:/opt/ablate/ablate/backend:ro", f"{workers}:/opt/ablate/ablate/workers:ro"]
+    return mounts + [f"{p}:{p}:ro" for p in (backend, workers)]
 
 
 def has_client(client: str) -> bool:
