@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, TypeVar
 
 import numpy as np
@@ -110,6 +110,23 @@ IdText = Annotated[str, AfterValidator(ids_in_range)]
 # The longest id list a URL carries (about 1,000 ids): longer request lines are refused by the HTTP
 # server itself (uvicorn's 400), before the app sees them.
 MAX_ID_LIST = 8_000
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _calendar_date(value: object) -> object:
+    # pydantic takes 0 or an epoch at midnight for a date (1970-01-01): a date is written YYYY-MM-DD.
+    if (
+        isinstance(value, datetime)
+        or not isinstance(value, date | str)
+        or (isinstance(value, str) and not _ISO_DATE.fullmatch(value))
+    ):
+        raise ValueError(f"expected a date as YYYY-MM-DD, got {str(value)[:40]!r}")
+    return value
+
+
+# A calendar day (release dates): a date, or its ISO text; never a number.
+IsoDate = Annotated[date, BeforeValidator(_calendar_date)]
 
 _EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST = datetime(9999, 12, 31, tzinfo=UTC)

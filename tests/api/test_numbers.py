@@ -13,7 +13,7 @@ import pytest
 
 from ablate.backend.services import tokens
 from ablate.backend.services.errors import NotFound
-from tests.api.helpers import REF, assert_problem, create_release, snapshot
+from tests.api.helpers import REF, RELEASE, assert_problem, create_release, snapshot
 from tests.support.live_server import LiveServer
 
 BIG = "2147483648"  # one past PostgreSQL's INTEGER
@@ -88,3 +88,23 @@ def test_a_token_id_past_the_range_is_not_found(live_server: LiveServer) -> None
         for ref in (BIG, "9" * 30):
             with pytest.raises(NotFound):
                 tokens.find_token(session, ref)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "loc"),
+    [
+        ("release_date", 0, "release_date"),
+        ("release_date", 1765756800, "release_date"),
+        ("release_date", "2025-13-01", "release_date"),
+        ("release_date", "2025-12-15T00:00:00Z", "release_date"),
+        ("manifest", {"torch": "2.9\u0000"}, "manifest.torch"),
+        ("manifest", {"torch": "2.9\u001b[31m"}, "manifest.torch"),
+    ],
+)
+def test_release_dates_and_manifest_values_are_checked_on_the_api(
+    live_server: LiveServer, admin: httpx.Client, field: str, value: object, loc: str
+) -> None:
+    before = snapshot(live_server.database)
+    body = {**RELEASE, field: value}
+    assert_problem(admin.post("/releases", json=body), 422, loc=loc)
+    assert snapshot(live_server.database) == before
