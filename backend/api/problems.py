@@ -16,11 +16,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ablate.backend.db.database import unavailable
 from ablate.backend.schemas.common import UNION_TAGS
-from ablate.backend.services.errors import FieldError, ProblemError
+from ablate.backend.services.errors import RETRY_AFTER_S, UNAVAILABLE_DETAIL, FieldError, ProblemError
 
 log = logging.getLogger("ablate.api")
 
@@ -126,6 +127,20 @@ def install(app: FastAPI) -> None:
             "conflicts with data stored meanwhile (a unique name or key); retry to see it",
             title="Conflict",
             type_="urn:ablate:problem:conflict",
+        )
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        if not unavailable(exc):
+            return await _internal(request, exc)
+        log.warning(
+            "database unavailable on %s %s: %s", request.method, request.url.path, exc.__class__.__name__
+        )
+        return problem(
+            503,
+            UNAVAILABLE_DETAIL,
+            type_="urn:ablate:problem:unavailable",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
 
     @app.exception_handler(Exception)
