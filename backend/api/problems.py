@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, routing
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
@@ -87,6 +87,22 @@ def pydantic_problem(exc: ValidationError) -> JSONResponse:
     return validation_problem(field_errors(raw))
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route of the app answers on this path (RFC 9110's ``Allow`` of a 405).
+
+    Starlette's 405 names only the methods of the first route whose path matched: ``PATCH
+    /api/v1/studies`` said ``Allow: POST`` although ``GET`` is served by another route.
+    """
+    path = request.scope["path"]
+    methods: set[str] = set()
+    # Route contexts: the routes of included routers with their prefixes (as the OpenAPI build reads them).
+    for route in routing.iter_route_contexts(request.app.routes):
+        regex, own = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and own and regex.match(path):
+            methods |= set(own)
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ProblemError)
     async def _problem(_request: Request, exc: ProblemError) -> JSONResponse:
@@ -113,11 +129,14 @@ def install(app: FastAPI) -> None:
         return pydantic_problem(exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).description
         if exc.status_code == 404 and detail == "Not Found":
             detail = "no such resource"
-        return problem(exc.status_code, detail, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
+        return problem(exc.status_code, detail, headers=headers)
 
     @app.exception_handler(IntegrityError)
     async def _integrity(_request: Request, exc: IntegrityError) -> JSONResponse:

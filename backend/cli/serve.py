@@ -9,6 +9,7 @@ from ablate.backend.cli.common import console, open_database, settings
 from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.db.session import check_connection
+from ablate.backend.server import bounded_http
 
 
 def prepare_database(database: Database, *, embedded: bool) -> None:
@@ -38,4 +39,4 @@ def serve(
     console.print(
         f"Ablate on http://{bind_host}:{bind_port}  (database: {database.engine.url.render_as_string()})"
     )
-    uvicorn.run(app, host=bind_host, port=bind_port, log_level=cfg.log_level)
+    uvicorn.run(app, host=bind_host, port=bind_port, log_level=cfg.log_level, http=bounded_http(cfg))

@@ -107,8 +107,8 @@ DbId = Annotated[int, BeforeValidator(_ascii_id), Field(ge=1, le=MAX_DB_ID)]
 
 # A query value holding run ids or a study id as text, e.g. ``baseline_runs=3,4,5``.
 IdText = Annotated[str, AfterValidator(ids_in_range)]
-# The longest id list a URL carries (about 1,000 ids): longer request lines are refused by the HTTP
-# server itself (uvicorn's 400), before the app sees them.
+# The longest id list a URL carries (about 1,000 ids); request lines past ABLATE_MAX_URL_BYTES are
+# refused by the HTTP server itself (414, backend/server.py), before the app sees them.
 MAX_ID_LIST = 8_000
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
