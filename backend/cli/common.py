@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,21 @@ def _check_scalars(loader: yaml.SafeLoader, node: yaml.Node, path: Path, where: 
                 raise AblateError(
                     f"{path}: {where}: {node.value} is not a date: {exc}, line {line}"
                 ) from None
+
+
+def check_data_dir(cfg: Settings) -> None:
+    """The data directory and its run-log directory exist (made if missing) and this user can write
+    them: said at start-up in one line, not later as failed runs or lost logs."""
+    for path in (cfg.data_dir, cfg.log_dir):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path, prefix=".ablate-write-check-"):
+                pass
+        except OSError as exc:
+            raise AblateError(
+                f"the data directory {path} cannot be written ({exc.strerror or exc}); set ABLATE_DATA_DIR "
+                "to a directory this user can write, or fix its permissions"
+            ) from None
 
 
 def open_database(url: str | None = None, *, create: bool = True) -> Database:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 import uvicorn
 
-from ablate.backend.cli.common import console, open_database, settings
+from ablate.backend.cli.common import check_data_dir, console, open_database, settings
 from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.db.session import check_connection
@@ -30,6 +30,7 @@ def serve(
 ) -> None:
     """Serve the API and dashboard."""
     cfg = settings()
+    check_data_dir(cfg)
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)
     from ablate.backend.api.app import create_app
