@@ -52,6 +52,16 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=16 * 1024 * 1024, description="Request bodies above this size get 413 before parsing."
     )
+    max_url_bytes: int = Field(
+        default=32 * 1024,
+        ge=1024,
+        description="Request lines (method, path and query) above this size get 414, read no further.",
+    )
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="Request headers above this size in all get 431, read no further.",
+    )
     dispatcher_poll_s: float = Field(default=1.0, description="How often an idle dispatcher looks for runs.")
     lease_s: float = Field(
         default=30.0, description="A claimed run whose lease is not renewed within this time is queued again."

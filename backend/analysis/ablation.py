@@ -20,7 +20,6 @@ true share 95-100% of the time (conservative at small n), so reports label it ">
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -310,9 +309,9 @@ def _total(results: list[dict], base_name: str | None, baseline_missing: bool) -
 
 def _shares(results: list[dict], total: Comparison | None, base_name: str | None) -> dict[str, float]:
     """Per-step share of log(total). Only the chain that starts at the baseline counts."""
-    if total is None or total.ratio is None:
+    if total is None or total.log_ratio is None:
         return {}
-    log_total = math.log(total.ratio)
+    log_total = total.log_ratio
     if abs(log_total) < _ZERO_LOG_GAIN:
         return {}
     chain = [r for r in results if r["summary"].n > 0]
@@ -321,9 +320,9 @@ def _shares(results: list[dict], total: Comparison | None, base_name: str | None
         # The baseline is not the first rung with values: steps before it don't telescope to total.
         return {}
     steps = [r["step"] for r in chain[1:]]
-    if any(s is None or s.ratio is None for s in steps):
+    if any(s is None or s.log_ratio is None for s in steps):
         return {}
-    return {r["variant"]: math.log(r["step"].ratio) / log_total for r in chain[1:]}
+    return {r["variant"]: r["step"].log_ratio / log_total for r in chain[1:]}
 
 
 def _share_intervals(

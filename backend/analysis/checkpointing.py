@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from ablate.backend.analysis.stats import exp_shown
+
 GIB = float(2**30)
 DEFAULT_UTILISATION = 0.92
 DEFAULT_LEVEL = 0.95
@@ -483,7 +485,7 @@ class TimeModel:
     def ratio(self, k: int, level: float = DEFAULT_LEVEL) -> tuple[float, float, float]:
         """(throughput at k over throughput at k = 0, low, high): an interval of the expected ratio."""
         half = _t(level, self.fit.dof) * self.lam_sd * k
-        return math.exp(-self.lam * k), math.exp(-self.lam * k - half), math.exp(-self.lam * k + half)
+        return exp_shown(-self.lam * k), exp_shown(-self.lam * k - half), exp_shown(-self.lam * k + half)
 
 
 def fit_step_time(prior: MemoryPrior, observations: Sequence[Observation]) -> TimeModel:

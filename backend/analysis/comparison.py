@@ -10,7 +10,6 @@ values a side. The exact Mann-Whitney test it replaces cannot reach p < 0.05 at 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,14 +17,16 @@ import numpy as np
 
 from ablate.backend.analysis.stats import (
     BH_METHOD,
+    CLAMPED_NOTE,
     POOLED_LOG_TEST,
     TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
     WelchLog,
+    beyond_shown,
     bh_adjust,
     clean_values,
-    finite_or_none,
+    exp_shown,
     sorted_median,
     welch_log,
 )
@@ -63,6 +64,11 @@ class Comparison:
     interval_method: str
     adjustment: str
     reasons: tuple[str, ...]
+    # The oriented log of ``ratio`` and of its interval: exact where the shown ratio is clamped
+    # (beyond 1e+-300, see stats.LOG_SHOWN); analyses that go on computing read these.
+    log_ratio: float | None = None
+    log_ci_low: float | None = None
+    log_ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -128,23 +134,23 @@ def _comparison(
         reasons.append(f"{contender_name}: no values")
     if r.size == 0:
         reasons.append(f"{reference_name}: no values")
-    ratio = ci_low = ci_high = None
+    log_ratio = log_low = log_high = None
     if c.size and r.size:
+        sign = 1.0 if direction == "higher" else -1.0
         if c[0] <= 0 or r[0] <= 0:
             # Ratios (and their logs, used for contribution shares) need strictly positive values.
             reasons.append("non-positive values: ratio undefined")
         elif t is None:
             # One value a side: the ratio of the values, but no spread to test or bound it with.
-            log_ratio = float(np.log(c).mean() - np.log(r).mean())
-            ratio = math.exp(log_ratio if direction == "higher" else -log_ratio)
+            log_ratio = sign * float(np.log(c).mean() - np.log(r).mean())
             reasons.append(f"not testable (n={c.size} vs {r.size}): no interval, no test")
         else:
-            sign = 1.0 if direction == "higher" else -1.0
-            ratio = math.exp(sign * t.log_ratio)
-            lo, hi = sorted((sign * t.log_low, sign * t.log_high))
-            ci_low, ci_high = math.exp(lo), math.exp(hi)
+            log_ratio = sign * t.log_ratio
+            log_low, log_high = sorted((sign * t.log_low, sign * t.log_high))
             if t.method == POOLED_LOG_TEST:
                 reasons.append(TWO_VALUES_NOTE)
+        if beyond_shown(log_ratio, log_low, log_high):
+            reasons.append(CLAMPED_NOTE)
     return Comparison(
         contender=contender_name,
         reference=reference_name,
@@ -152,9 +158,9 @@ def _comparison(
         n_reference=int(r.size),
         contender_median=mc,
         reference_median=mr,
-        ratio=finite_or_none(ratio),
-        ci_low=finite_or_none(ci_low),
-        ci_high=finite_or_none(ci_high),
+        ratio=None if log_ratio is None else exp_shown(log_ratio),
+        ci_low=None if log_low is None else exp_shown(log_low),
+        ci_high=None if log_high is None else exp_shown(log_high),
         p_value=None if t is None else t.p_value,
         q_value=q,
         testable=t is not None,
@@ -164,4 +170,7 @@ def _comparison(
         interval_method=INTERVAL_METHOD,
         adjustment=method,
         reasons=tuple(reasons),
+        log_ratio=log_ratio,
+        log_ci_low=log_low,
+        log_ci_high=log_high,
     )

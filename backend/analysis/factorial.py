@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ablate.backend.analysis.stats import clean_values, finite_or_none, t_critical, t_two_sided_p
+from ablate.backend.analysis.stats import clean_values, exp_shown, finite_or_none, t_critical, t_two_sided_p
 from ablate.backend.domain.metrics import Direction, describe_metric
 
 MAX_FACTORS = 12
@@ -173,12 +173,12 @@ def analyze_factorial(
         lo = hi = p = None
         if se is not None and edf is not None and se > 0:
             tcrit = t_critical(confidence, edf)
-            lo, hi = math.exp(est - tcrit * se), math.exp(est + tcrit * se)
+            lo, hi = exp_shown(est - tcrit * se), exp_shown(est + tcrit * se)
             p = t_two_sided_p(est / se, edf)
         return Effect(
             factors=subset,
             log_effect=est,
-            factor=math.exp(est),
+            factor=exp_shown(est),
             ci_low=finite_or_none(lo),
             ci_high=finite_or_none(hi),
             se=finite_or_none(se),

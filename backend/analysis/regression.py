@@ -32,11 +32,14 @@ import numpy as np
 
 from ablate.backend.analysis.stats import (
     BH_METHOD,
+    CLAMPED_NOTE,
+    LOG_SHOWN,
     POOLED_LOG_TEST,
     TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
     WelchLog,
+    beyond_shown,
     bh_adjust,
     clean_values,
     finite_or_none,
@@ -139,7 +142,8 @@ def compare_releases(
 
 
 def _pct(log_ratio: float) -> float:
-    return math.expm1(log_ratio) * 100.0
+    # Clamped above as a shown ratio is (stats.LOG_SHOWN); below, expm1 tends to -1 without error.
+    return math.expm1(min(log_ratio, LOG_SHOWN)) * 100.0
 
 
 def _compare(
@@ -172,8 +176,13 @@ def _compare(
         change, lo, hi = _pct(t.log_ratio), _pct(t.log_low), _pct(t.log_high)
         if t.method == POOLED_LOG_TEST:
             reasons.append(TWO_VALUES_NOTE)
+        if beyond_shown(t.log_ratio, t.log_low, t.log_high):
+            reasons.append(CLAMPED_NOTE)
     elif positive:
-        change = _pct(float(np.log(c).mean() - np.log(b).mean()))  # one value a side: no interval
+        log_ratio = float(np.log(c).mean() - np.log(b).mean())  # one value a side: no interval
+        change = _pct(log_ratio)
+        if beyond_shown(log_ratio):
+            reasons.append(CLAMPED_NOTE)
     improvement = None if change is None else sign * change
     if sign > 0:
         imp_lo, imp_hi = lo, hi

@@ -75,6 +75,23 @@ def sorted_median(arr: np.ndarray) -> float:
     return float(arr[mid]) if n % 2 else float(0.5 * (arr[mid - 1] + arr[mid]))
 
 
+# Ratios and intervals are carried as logs, which stay finite for any values in the accepted range
+# (1e-300 beside 1e15 is a log ratio of 725, past exp's 709.8). What is shown is exp of the log
+# clamped to +-LOG_SHOWN: the shown value, its reciprocal and its log stay finite, normal floats.
+LOG_SHOWN = math.log(1e300)
+CLAMPED_NOTE = "ratio or interval beyond 1e+-300: shown clamped at the bound"
+
+
+def exp_shown(log_value: float) -> float:
+    """exp of a log value clamped to [1e-300, 1e300] (see :data:`LOG_SHOWN`); exact inside that range."""
+    return math.exp(min(max(log_value, -LOG_SHOWN), LOG_SHOWN))
+
+
+def beyond_shown(*log_values: float | None) -> bool:
+    """Whether any of these log values is past what :func:`exp_shown` can show unclamped."""
+    return any(v is not None and abs(v) > LOG_SHOWN for v in log_values)
+
+
 def finite_or_none(x: float | np.floating | None) -> float | None:
     """A Python float, or None for None/NaN/inf (NaN must never leak into a report)."""
     if x is None:
@@ -146,7 +163,7 @@ def log_t_interval(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | N
     if arr[0] > 0:
         m, sd = _mean_sd(np.log(arr).tolist())
         half = tcrit * sd / math.sqrt(n)
-        return finite_or_none(math.exp(m - half)), finite_or_none(math.exp(m + half))
+        return exp_shown(m - half), exp_shown(m + half)
     m, sd = _mean_sd(arr.tolist())
     half = tcrit * sd / math.sqrt(n)
     return finite_or_none(m - half), finite_or_none(m + half)

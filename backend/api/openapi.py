@@ -59,8 +59,8 @@ def _statuses(route: Any, method: str) -> set[int]:
         statuses |= {400, 413}
     if method in ("POST", "PATCH", "DELETE"):
         statuses.add(409)
-    if route.path == "/readyz":
-        statuses.add(503)
+    if route.path != "/healthz":
+        statuses.add(503)  # the database cannot be reached (with Retry-After); /readyz: not ready
     return statuses
 
 

@@ -12,15 +12,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, routing
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ablate.backend.db.database import unavailable
 from ablate.backend.schemas.common import UNION_TAGS
-from ablate.backend.services.errors import FieldError, ProblemError
+from ablate.backend.services.errors import RETRY_AFTER_S, UNAVAILABLE_DETAIL, FieldError, ProblemError
 
 log = logging.getLogger("ablate.api")
 
@@ -86,6 +87,22 @@ def pydantic_problem(exc: ValidationError) -> JSONResponse:
     return validation_problem(field_errors(raw))
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method some route of the app answers on this path (RFC 9110's ``Allow`` of a 405).
+
+    Starlette's 405 names only the methods of the first route whose path matched: ``PATCH
+    /api/v1/studies`` said ``Allow: POST`` although ``GET`` is served by another route.
+    """
+    path = request.scope["path"]
+    methods: set[str] = set()
+    # Route contexts: the routes of included routers with their prefixes (as the OpenAPI build reads them).
+    for route in routing.iter_route_contexts(request.app.routes):
+        regex, own = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and own and regex.match(path):
+            methods |= set(own)
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ProblemError)
     async def _problem(_request: Request, exc: ProblemError) -> JSONResponse:
@@ -112,11 +129,14 @@ def install(app: FastAPI) -> None:
         return pydantic_problem(exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).description
         if exc.status_code == 404 and detail == "Not Found":
             detail = "no such resource"
-        return problem(exc.status_code, detail, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request) or headers.get("Allow", "")
+        return problem(exc.status_code, detail, headers=headers)
 
     @app.exception_handler(IntegrityError)
     async def _integrity(_request: Request, exc: IntegrityError) -> JSONResponse:
@@ -126,6 +146,20 @@ def install(app: FastAPI) -> None:
             "conflicts with data stored meanwhile (a unique name or key); retry to see it",
             title="Conflict",
             type_="urn:ablate:problem:conflict",
+        )
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        if not unavailable(exc):
+            return await _internal(request, exc)
+        log.warning(
+            "database unavailable on %s %s: %s", request.method, request.url.path, exc.__class__.__name__
+        )
+        return problem(
+            503,
+            UNAVAILABLE_DETAIL,
+            type_="urn:ablate:problem:unavailable",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
 
     @app.exception_handler(Exception)

@@ -9,7 +9,7 @@ from types import FrameType
 
 import typer
 
-from ablate.backend.cli.common import console, open_database, settings
+from ablate.backend.cli.common import check_data_dir, console, open_database, settings
 from ablate.backend.cli.serve import prepare_database
 
 
@@ -29,6 +29,7 @@ def dispatcher(
     if max_concurrent is not None:
         cfg = cfg.model_copy(update={"max_concurrent_runs": max_concurrent})
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    check_data_dir(cfg)
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)
     from ablate.workers.dispatch.dispatcher import Dispatcher

@@ -5,10 +5,11 @@ from __future__ import annotations
 import typer
 import uvicorn
 
-from ablate.backend.cli.common import console, open_database, settings
+from ablate.backend.cli.common import check_data_dir, console, open_database, settings
 from ablate.backend.db import migrate
 from ablate.backend.db.database import Database
 from ablate.backend.db.session import check_connection
+from ablate.backend.server import bounded_http
 
 
 def prepare_database(database: Database, *, embedded: bool) -> None:
@@ -29,6 +30,7 @@ def serve(
 ) -> None:
     """Serve the API and dashboard."""
     cfg = settings()
+    check_data_dir(cfg)
     database = open_database()
     prepare_database(database, embedded=cfg.is_embedded_sqlite)
     from ablate.backend.api.app import create_app
@@ -38,4 +40,4 @@ def serve(
     console.print(
         f"Ablate on http://{bind_host}:{bind_port}  (database: {database.engine.url.render_as_string()})"
     )
-    uvicorn.run(app, host=bind_host, port=bind_port, log_level=cfg.log_level)
+    uvicorn.run(app, host=bind_host, port=bind_port, log_level=cfg.log_level, http=bounded_http(cfg))

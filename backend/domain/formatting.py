@@ -5,6 +5,8 @@ The dashboard's convention, used everywhere (docs/dashboard.md, "How numbers rea
 - a missing value (``None``, NaN, infinity) is an em dash, never "None", "nan", "n/a" or an en dash;
 - a plain number has 3 significant digits, medians and their intervals 4 (:data:`MEDIAN_DIGITS`),
   with thousands separators and never exponent notation from 1 up: ``412,346``, ``5.083``, ``0.0123``;
+  past the largest value a metric may hold (1e15, :data:`EXPONENT_ABOVE`) any number, ratio or
+  percentage is in exponent notation instead: ``1e+300×`` (a ratio of 1e-300 and 1e15 values);
 - a ratio has 2 decimals and a multiplication sign: ``1.23×``;
 - a percentage has 1 decimal, signed when it is a change: ``-4.2%``, a share unsigned: ``45.0%``;
 - an interval follows its value in brackets, its bounds written like the value without the sign
@@ -41,7 +43,18 @@ def is_number(x: object) -> TypeGuard[float]:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
+# The largest magnitude a stored value may have (domain.metrics.MAX_ABS_VALUE): beyond it only
+# ratios, intervals and changes of extreme values, whose hundreds of digits would mean nothing.
+EXPONENT_ABOVE = 1e15
+
+
+def _huge(x: float, digits: int) -> str | None:
+    return f"{x:.{digits}g}" if abs(x) > EXPONENT_ABOVE else None
+
+
 def _num(x: float, digits: int) -> str:
+    if abs(x) > EXPONENT_ABOVE:
+        return f"{x:.{digits}g}"
     if abs(x) >= 1:
         text = f"{x:,.{digits}g}"
         # 9999.7 at 4 digits rounds up to 1e+04: past ``digits`` integer digits, write them all.
@@ -63,17 +76,23 @@ def quantity(x: float | None, unit: str, digits: int = 3) -> str:
 
 def ratio(x: float | None) -> str:
     """``1.23×``."""
-    return f"{x:.2f}{TIMES}" if is_number(x) else MISSING
+    return f"{_huge(x, 3) or f'{x:.2f}'}{TIMES}" if is_number(x) else MISSING
 
 
 def pct(x: float | None, signed: bool = True) -> str:
     """A percentage already multiplied by 100: ``+4.2%`` (a change) or, unsigned, ``45.0%`` (a share)."""
     if not is_number(x):
         return MISSING
+    huge = _huge(x, 3)
+    if huge is not None:
+        return f"{'+' if signed and x > 0 else ''}{huge}%"
     return f"{x:+.1f}%" if signed else f"{x:.1f}%"
 
 
 def _bound(x: float, style: IntervalStyle, digits: int) -> str:
+    huge = _huge(x, 3) if style != "num" else None
+    if huge is not None:
+        return f"+{huge}" if style == "pct" and x > 0 else huge
     if style == "ratio":
         return f"{x:.2f}"
     if style == "pct":

@@ -12,6 +12,7 @@ from ablate.backend.schemas.common import (
     Float,
     FreeDict,
     Int,
+    IsoDate,
     Key,
     Line,
     LongText,
@@ -26,7 +27,7 @@ from ablate.workers.containers import ContainerConfig
 Text = Annotated[FreeText, StringConstraints(max_length=5_000)]
 NoteList = Annotated[list[Text], Field(max_length=500)]
 # Component versions are text end to end: 2.10 as a number would be 2.1 before anyone saw it.
-Version = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Version = Annotated[Line, StringConstraints(min_length=1, max_length=200)]
 Manifest = Annotated[dict[Key, Version], Field(max_length=500)]
 EnvName = Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 # A registry host with an optional namespace, e.g. "registry.example.com/acs" (no scheme, no tag).
@@ -59,7 +60,7 @@ class ReleaseCreate(Strict):
     image: Annotated[Line, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
     tag: Annotated[Line, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s:/]+$")]
     platform: Literal["gpu", "ppu"]
-    release_date: date | None = None
+    release_date: IsoDate | None = None
     manifest: Manifest = {}
     driver_requirements: FreeDict = {}
     notes: ReleaseNotes = ReleaseNotes()
@@ -69,7 +70,7 @@ class ReleaseCreate(Strict):
 
 
 class ReleaseUpdate(Strict):
-    release_date: date | None = None
+    release_date: IsoDate | None = None
     manifest: Manifest | None = None
     driver_requirements: FreeDict | None = None
     notes: ReleaseNotes | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, TypeVar
 
 import numpy as np
@@ -19,6 +19,7 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -68,25 +69,64 @@ Key = Annotated[Line, StringConstraints(min_length=1, max_length=200)]
 # Strict JSON numbers: no strings, no booleans. A float field still takes an integer (``5`` is 5.0).
 Int = Annotated[int, Field(strict=True)]
 Float = Annotated[float, Field(strict=True)]
-# A row id as a request names it (path, query, body).
-DbId = Annotated[int, Field(ge=1, le=MAX_DB_ID)]
+
+
+def parse_db_id(text: str) -> int | None:
+    """A row id as a URL writes it: ASCII digits only (no sign, no ``_``, no digits of another
+    script, which ``int()`` takes: Arabic-Indic "10" is 10), 1 to :data:`MAX_DB_ID`, surrounding spaces
+    allowed. None for anything else, so that every caller refuses it with its own message."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_DB_ID)):
+        return None
+    value = int(text)
+    return value if 1 <= value <= MAX_DB_ID else None
+
+
+ID_RULE = f"an integer from 1 to {MAX_DB_ID} in ASCII digits"
 
 
 def ids_in_range(text: str) -> str:
-    """Comma-separated ids (``"3,4,5"``): each that is a number must be a possible row id. The
+    """Comma-separated ids (``"3,4,5"``): each that is digits must be a possible row id. The
     services refuse anything else with their own message; this only keeps huge numbers from the driver."""
     for part in text.split(","):
         part = part.strip()
-        if part.isascii() and part.isdigit() and not 1 <= int(part) <= MAX_DB_ID:
-            raise ValueError(f"ids are 1 to {MAX_DB_ID}, got {part[:20]}")
+        if part.isdigit() and parse_db_id(part) is None:
+            raise ValueError(f"each id is {ID_RULE}, got {part[:20]!r}")
     return text
 
 
+def _ascii_id(value: object) -> object:
+    # pydantic's int parsing of text takes "+1" and "1_0"; a URL's id is ASCII digits only.
+    if isinstance(value, str) and not (value.strip().isascii() and value.strip().isdigit()):
+        raise ValueError(f"expected {ID_RULE}, got {value[:20]!r}")
+    return value
+
+
+# A row id as a request names it (path, query, body).
+DbId = Annotated[int, BeforeValidator(_ascii_id), Field(ge=1, le=MAX_DB_ID)]
+
 # A query value holding run ids or a study id as text, e.g. ``baseline_runs=3,4,5``.
 IdText = Annotated[str, AfterValidator(ids_in_range)]
-# The longest id list a URL carries (about 1,000 ids): longer request lines are refused by the HTTP
-# server itself (uvicorn's 400), before the app sees them.
+# The longest id list a URL carries (about 1,000 ids); request lines past ABLATE_MAX_URL_BYTES are
+# refused by the HTTP server itself (414, backend/server.py), before the app sees them.
 MAX_ID_LIST = 8_000
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _calendar_date(value: object) -> object:
+    # pydantic takes 0 or an epoch at midnight for a date (1970-01-01): a date is written YYYY-MM-DD.
+    if (
+        isinstance(value, datetime)
+        or not isinstance(value, date | str)
+        or (isinstance(value, str) and not _ISO_DATE.fullmatch(value))
+    ):
+        raise ValueError(f"expected a date as YYYY-MM-DD, got {str(value)[:40]!r}")
+    return value
+
+
+# A calendar day (release dates): a date, or its ISO text; never a number.
+IsoDate = Annotated[date, BeforeValidator(_calendar_date)]
 
 _EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 _LATEST = datetime(9999, 12, 31, tzinfo=UTC)

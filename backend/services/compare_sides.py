@@ -16,6 +16,7 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import catalog
 from ablate.backend.services.comparison import (
     ComparisonOptions,
@@ -105,10 +106,10 @@ def any_given(*values: str | int | None) -> bool:
 
 
 def _study_id(value: str | int, field: str) -> int:
-    text = str(value).strip()
-    if not text.isdigit() or int(text) < 1:
-        raise ValidationProblem.at(field, f"expected a study id (a positive integer), got {text!r}")
-    return int(text)
+    study_id = parse_db_id(str(value))
+    if study_id is None:
+        raise ValidationProblem.at(field, f"expected a study id ({ID_RULE}), got {str(value).strip()[:20]!r}")
+    return study_id
 
 
 def parse_side(

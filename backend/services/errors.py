@@ -84,3 +84,9 @@ class PayloadTooLarge(ProblemError):
     status = 413
     title = "Payload too large"
     slug = "payload-too-large"
+
+
+# Seconds a client is asked to wait (``Retry-After``) while the database cannot be reached: about
+# what a PostgreSQL restart takes.
+RETRY_AFTER_S = 5
+UNAVAILABLE_DETAIL = "the database cannot be reached right now; retry in a few seconds"

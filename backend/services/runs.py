@@ -34,6 +34,7 @@ from ablate.backend.db.models import (
     Workload,
 )
 from ablate.backend.domain.metrics import KNOWN_METRICS, get_metric
+from ablate.backend.schemas.common import MAX_DB_ID
 from ablate.backend.services import catalog, dispatchers
 from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
 from ablate.backend.services.errors import NotFound, ValidationProblem
@@ -74,7 +75,8 @@ def decode_cursor(cursor: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         before = json.loads(raw)["before"]
-        if not isinstance(before, int) or before < 0:
+        # A row id (an out-of-range one would reach the driver: PostgreSQL's INTEGER overflows).
+        if not isinstance(before, int) or not 0 <= before <= MAX_DB_ID:
             raise ValueError
         return before
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):

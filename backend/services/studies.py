@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import (
+    NAME,
     Cluster,
     Release,
     Run,
@@ -40,6 +41,13 @@ from ablate.backend.services.sweeps import check_ckpt_layers
 DEFAULT_RUNNER = "torch-llm"
 # Serialises queue_order allocation between concurrent study creations on PostgreSQL.
 _QUEUE_LOCK = 0x41424C54  # "ABLT"
+
+
+def default_name(release_ref: str, cluster_name: str) -> str:
+    """ "IMAGE:TAG on CLUSTER", cut with an ellipsis to the column (a 200-character image and cluster
+    name are allowed, and PostgreSQL refuses a longer value where SQLite would store it whole)."""
+    name = f"{release_ref} on {cluster_name}"
+    return name if len(name) <= NAME else name[: NAME - 1] + "\u2026"
 
 
 def interleaved_cells(
@@ -80,7 +88,7 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
 
     seed = plan.order_seed if plan.order_seed is not None else random.SystemRandom().randrange(2**31)
     study = Study(
-        name=plan.name or f"{release.ref} on {cluster.name}",
+        name=plan.name or default_name(release.ref, cluster.name),
         release_id=release.id,
         cluster_id=cluster.id,
         repeats=plan.repeats,

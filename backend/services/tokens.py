@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import ApiToken, TokenScope
+from ablate.backend.schemas.common import parse_db_id
 from ablate.backend.services.errors import Conflict, NotFound, ValidationProblem
 
 PREFIX = "abl_"
@@ -62,8 +63,9 @@ def list_tokens(session: Session) -> list[ApiToken]:
 
 def find_token(session: Session, ref: str | int) -> ApiToken:
     """A token by id or name."""
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        token = session.get(ApiToken, int(ref))
+    if isinstance(ref, int) or (ref.isascii() and ref.isdigit()):
+        token_id = parse_db_id(str(ref))  # an id past the column's range is simply not there
+        token = session.get(ApiToken, token_id) if token_id is not None else None
     else:
         token = session.scalars(select(ApiToken).where(ApiToken.name == ref)).first()
     if token is None:

@@ -20,7 +20,8 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import RedirectResponse, Response
 
-from ablate.backend.services.errors import NotFound, ProblemError
+from ablate.backend.db.database import unavailable
+from ablate.backend.services.errors import RETRY_AFTER_S, UNAVAILABLE_DETAIL, NotFound, ProblemError
 from ablate.backend.web.auth import LoginRequired
 from ablate.backend.web.templating import render
 
@@ -66,7 +67,14 @@ class PageRoute(APIRoute):
                 return error_page(request, 422, "Invalid request", "; ".join(parts) or "invalid request")
             except StarletteHTTPException as exc:
                 return error_page(request, exc.status_code, "Error", str(exc.detail))
-            except Exception:
+            except Exception as exc:
+                if unavailable(exc):
+                    log.warning("database unavailable on page %s: %s", request.url.path, type(exc).__name__)
+                    page = error_page(
+                        request, 503, "Database unavailable", UNAVAILABLE_DETAIL.capitalize() + "."
+                    )
+                    page.headers["Retry-After"] = str(RETRY_AFTER_S)
+                    return page
                 # A bug, not an expected failure: log the traceback, show the reader a page without it.
                 log.exception("dashboard page %s failed", request.url.path)
                 return error_page(

@@ -94,3 +94,16 @@ def test_the_domain_layer_imports_nothing_of_the_project() -> None:
     with open(fmt.__file__, encoding="utf-8") as f:
         source = f.read()
     assert not re.search(r"^\s*(from|import)\s+ablate", source, flags=re.M)
+
+
+def test_numbers_past_the_largest_storable_value_are_in_exponent_notation() -> None:
+    """Ratios of values at the ends of the accepted range (1e15 / 1e-300, shown clamped at 1e300)."""
+    assert fmt.num(1e300) == "1e+300"
+    assert fmt.num(1e15) == "1,000,000,000,000,000"
+    assert fmt.num(-2.5e20, 4) == "-2.5e+20"
+    assert fmt.ratio(1e300) == f"1e+300{fmt.TIMES}"
+    assert fmt.ratio(1.5) == f"1.50{fmt.TIMES}"
+    assert fmt.pct(1e302) == "+1e+302%"
+    assert fmt.pct(1e302, signed=False) == "1e+302%"
+    assert fmt.ratio_ci(1e300, 2.5e299, 1e300) == f"1e+300{fmt.TIMES} [2.5e+299, 1e+300]"
+    assert fmt.pct_ci(1e20, -100.0, 1e30) == "+1e+20% [-100.0, +1e+30]"

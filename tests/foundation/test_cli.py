@@ -109,7 +109,8 @@ def test_serve_migrates_embedded_sqlite_and_answers_probes(tmp_path: Path) -> No
                 assert time.monotonic() < deadline, "server did not start"
                 time.sleep(0.3)
         assert ready.status_code == 200, ready.text
-        assert ready.json()["database"] == "sqlite"
+        assert ready.json()["database"] == {"state": "ok", "dialect": "sqlite"}
+        assert ready.json()["dispatcher"] is None  # --no-dispatcher
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["status"] == "ok"
         assert (tmp_path / "ablate.sqlite").exists()
     finally:

@@ -7,6 +7,7 @@ from sqlalchemy import select
 
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Release, Run
+from ablate.backend.schemas.common import ID_RULE
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import comparison as svc
 from ablate.backend.services import studies
@@ -69,10 +70,16 @@ def test_a_side_is_typed_and_labelled_the_same_for_api_and_page() -> None:
             "baseline",
             "give exactly one of baseline, baseline_runs or baseline_study (got baseline, baseline_runs)",
         ),
-        ({"runs": "a,b"}, "baseline_runs", "expected comma-separated run ids, got 'a,b'"),
-        ({"runs": "0,1"}, "baseline_runs", "expected comma-separated positive run ids, got '0,1'"),
-        ({"study": "x"}, "baseline_study", "expected a study id (a positive integer), got 'x'"),
-        ({"study": 0}, "baseline_study", "expected a study id (a positive integer), got '0'"),
+        ({"runs": "a,b"}, "baseline_runs", f"expected comma-separated run ids: 'a' is not {ID_RULE}"),
+        ({"runs": "0,1"}, "baseline_runs", f"expected comma-separated run ids: '0' is not {ID_RULE}"),
+        (
+            {"runs": "1,\u0662"},
+            "baseline_runs",
+            f"expected comma-separated run ids: '\u0662' is not {ID_RULE}",
+        ),
+        ({"study": "x"}, "baseline_study", f"expected a study id ({ID_RULE}), got 'x'"),
+        ({"study": 0}, "baseline_study", f"expected a study id ({ID_RULE}), got '0'"),
+        ({"study": 2**31}, "baseline_study", f"expected a study id ({ID_RULE}), got '2147483648'"),
     ],
 )
 def test_a_malformed_side_is_refused_at_its_parameter(values: dict, loc: str, msg: str) -> None:

@@ -7,12 +7,13 @@ the dashboard's login cookie) and the two pages send a browser to the login form
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import fastapi_offline
 from fastapi import APIRouter, Depends, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ablate.backend.api import auth
@@ -54,10 +55,27 @@ def redoc(request: Request) -> HTMLResponse:
     return get_redoc_html(
         openapi_url=OPENAPI_URL,
         title=f"{request.app.title} API",
-        redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
+        redoc_js_url=REDOC_JS_URL,
         redoc_favicon_url="/static/favicon.svg",
         with_google_fonts=False,
     )
+
+
+# ReDoc's sidebar footer always shows Redocly's logo, loaded from their CDN (the policy blocked it and
+# the browser reported it): the bundle is served with our own icon in its place.
+REDOC_JS_URL = "/docs/redoc.js"
+REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+LOCAL_LOGO = b"/static/favicon.svg"
+
+
+@functools.cache
+def _redoc_js() -> bytes:
+    return (ASSETS_DIR / "redoc.standalone.js").read_bytes().replace(REDOC_CDN_LOGO, LOCAL_LOGO)
+
+
+@router.get(REDOC_JS_URL)
+def redoc_js() -> Response:
+    return Response(_redoc_js(), media_type="text/javascript")
 
 
 router.include_router(pages)

@@ -10,11 +10,10 @@ from pydantic import StringConstraints
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
-from ablate.backend.schemas.common import MAX_DB_ID, DbId, Line
+from ablate.backend.schemas.common import DbId, Line
 from ablate.backend.schemas.runs import RunDetail, RunLogsOut, RunPage, SeriesOut
 from ablate.backend.services import run_logs, runs
 from ablate.backend.services.downsample import MIN_POINTS
-from ablate.backend.services.errors import ValidationProblem
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(auth.read)])
 
@@ -50,8 +49,6 @@ def list_runs(
     limit: int = Query(50, ge=1, le=runs.MAX_PAGE),
 ) -> Any:
     """Runs, newest first. Filters combine; ``next_cursor`` is null on the last page."""
-    if cursor and runs.decode_cursor(cursor) > MAX_DB_ID:
-        raise ValidationProblem.at("cursor", "not a cursor this server handed out")
     filters = runs.RunFilters(
         release, variant, workload, cluster, status, source, study_id, excluded=excluded
     )

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from ablate.backend.analysis.regression import ReleasePair
 from ablate.backend.db.models import Release, Run, RunStatus, Study
 from ablate.backend.domain.metrics import describe_metric
+from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import catalog
 from ablate.backend.services.comparison.loading import (
     Cell,
@@ -26,13 +27,16 @@ from ablate.backend.services.errors import NotFound, ValidationProblem
 
 
 def parse_run_ids(text: str, loc: str) -> list[int]:
-    """``"1,2,3"`` -> [1, 2, 3]; refuses anything but positive integers."""
-    try:
-        ids = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise ValidationProblem.at(loc, f"expected comma-separated run ids, got {text!r}") from None
-    if not ids or any(i < 1 for i in ids):
-        raise ValidationProblem.at(loc, f"expected comma-separated positive run ids, got {text!r}")
+    """``"1,2,3"`` -> [1, 2, 3]; refuses anything but row ids in ASCII digits (:func:`parse_db_id`)."""
+    ids: list[int] = []
+    for part in (p for p in text.split(",") if p.strip()):
+        run_id = parse_db_id(part)
+        if run_id is None:
+            msg = f"expected comma-separated run ids: {part.strip()[:20]!r} is not {ID_RULE}"
+            raise ValidationProblem.at(loc, msg)
+        ids.append(run_id)
+    if not ids:
+        raise ValidationProblem.at(loc, f"expected comma-separated run ids, got {text!r}")
     if len(ids) > 10_000:
         raise ValidationProblem.at(loc, "at most 10000 run ids")
     return sorted(set(ids))

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import QueryParams
 
 from ablate.backend.db.models import RunStatus, Study
+from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import runs as run_service
 from ablate.backend.services.comparison import parse_run_ids
 from ablate.backend.services.errors import FieldError, NotFound, ValidationProblem
@@ -58,10 +59,9 @@ def parse_filters(session: Session, params: QueryParams) -> run_service.RunFilte
     study_text = _one(params, "study")
     study: int | None = None
     if study_text is not None:
-        if not study_text.isdigit() or not 1 <= int(study_text) <= 2**62:
-            msg = f"expected a study id (a positive integer), got {study_text!r}"
-            raise ValidationProblem.at("study", msg)
-        study = int(study_text)
+        study = parse_db_id(study_text)
+        if study is None:
+            raise ValidationProblem.at("study", f"expected a study id ({ID_RULE}), got {study_text[:20]!r}")
         if session.get(Study, study) is None:
             raise NotFound.at("study", f"study {study} does not exist")
     ids_text = _one(params, "ids")

@@ -1,0 +1,134 @@
+"""The in-process dispatcher of ``ablate serve``, supervised: a database or Ray error does not end it.
+
+The bare loop (:meth:`Dispatcher.run_forever`) ends on the first error, which suits ``ablate
+dispatcher`` (its process exits and compose restarts it) but not a thread inside the API server,
+which would go on answering while nothing runs. Here each failed iteration is logged, the state says
+``restarting`` (``/readyz`` reports it) and the loop tries again after a backoff that doubles from
+:data:`FIRST_BACKOFF_S` to :data:`MAX_BACKOFF_S`, back to the first after an iteration goes through.
+
+A database error keeps the dispatcher and its runs in flight: the outcomes it could not record are
+recorded on the next try, and leases not renewed meanwhile are renewed (or, past ``lease_s``, the
+runs are re-queued by the reaper as any expired claim is). Any other error (Ray, or a bug) retires
+the dispatcher, giving its runs back to the queue, and starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from ablate.backend.config import Settings
+from ablate.backend.db.database import Database
+from ablate.workers.dispatch.dispatcher import Dispatcher
+
+log = logging.getLogger(__name__)
+
+FIRST_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 30.0
+
+State = Literal["running", "restarting", "stopped"]
+
+
+@dataclass(frozen=True)
+class SupervisorStatus:
+    """What ``/readyz`` reports of the in-process dispatcher."""
+
+    state: State
+    restarts: int  # failed iterations since start, each followed by a retry
+    last_error: str | None  # "OperationalError: ..." of the latest, cut to 300 characters
+    seconds_since_error: float | None
+    owner: str | None  # the dispatcher's id in the database (a fresh one after a Ray error)
+
+
+class SupervisedDispatcher:
+    """Runs a :class:`Dispatcher` in a thread, retrying with backoff after errors; ``start``/``stop``."""
+
+    def __init__(self, settings: Settings, database: Database) -> None:
+        self.settings = settings
+        self.database = database
+        self.dispatcher: Dispatcher | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._state: State = "stopped"
+        self._restarts = 0
+        self._last_error: str | None = None
+        self._error_at: float | None = None
+
+    def status(self) -> SupervisorStatus:
+        with self._lock:
+            since = None if self._error_at is None else round(time.monotonic() - self._error_at, 1)
+            owner = self.dispatcher.owner if self.dispatcher is not None else None
+            return SupervisorStatus(self._state, self._restarts, self._last_error, since, owner)
+
+    def start(self) -> None:
+        """Connect to Ray on the calling thread (``ray.init`` installs signal handlers: the event
+        loop's thread), then loop in a background thread. A Ray that cannot be reached at start-up
+        fails the start, as before: nothing would ever run."""
+        self.dispatcher = Dispatcher(self.settings, self.database)
+        self.dispatcher.connect()
+        self._stop.clear()
+        self._state = "running"
+        self._thread = threading.Thread(target=self._supervise, name="ablate-dispatcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def _set(self, state: State, error: BaseException | None = None) -> None:
+        with self._lock:
+            self._state = state
+            if error is not None:
+                self._restarts += 1
+                self._last_error = f"{type(error).__name__}: {error}"[:300]
+                self._error_at = time.monotonic()
+
+    def _supervise(self) -> None:
+        delay = FIRST_BACKOFF_S
+        poll = self.settings.dispatcher_poll_s
+        while not self._stop.is_set():
+            try:
+                if self.dispatcher is None:
+                    fresh = Dispatcher(self.settings, self.database)
+                    fresh.connect()
+                    self.dispatcher = fresh
+                self._set("running")
+                while not self._stop.is_set():
+                    busy = self.dispatcher.step(wait_s=min(0.2, poll))
+                    delay = FIRST_BACKOFF_S  # an iteration went through
+                    if not busy:
+                        self._stop.wait(poll)
+            except Exception as exc:
+                self._set("restarting", exc)
+                if isinstance(exc, SQLAlchemyError):
+                    log.warning("dispatcher: database error, retrying in %.1f s: %s", delay, exc)
+                else:
+                    log.exception("dispatcher failed; starting a fresh one in %.1f s", delay)
+                    self._retire()
+                self._stop.wait(delay)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+        self._retire()
+        self._set("stopped")
+
+    def _retire(self) -> None:
+        """Give the dispatcher's runs back to the queue and forget it; an error here (the database
+        still down) leaves its claims to expire, after which the reaper re-queues them."""
+        dispatcher, self.dispatcher = self.dispatcher, None
+        if dispatcher is None:
+            return
+        try:
+            dispatcher.shutdown()
+        except Exception as exc:
+            log.warning(
+                "dispatcher %s: could not give its runs back (%s); its leases will expire",
+                dispatcher.owner,
+                exc,
+            )
