@@ -319,6 +319,9 @@ def test_what_a_release_s_images_hold_is_read_stored_and_checked_against_its_man
             assert body["tag_moved"] == []
             one = httpx.get(f"{server.api}/images/{seen['digest']}").json()
             assert one["files"]["torch"].endswith("torch-2.9.0+cu128.dist-info/METADATA")
+            page = httpx.get(f"{server.url}/releases/localhost/ablate-test:moving", timeout=60).text
+            assert "Images the runs ran in" in page and seen["digest"] in page
+            assert '<tr data-state="differs"><td class="mono">vllm</td>' in page
         finally:
             server.stop()
         # The tag moves: the same reference now names another image.

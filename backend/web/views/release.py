@@ -23,6 +23,7 @@ from ablate.backend.config import Settings
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services import history as history_service
+from ablate.backend.services import images as images_service
 from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
 from ablate.backend.services.errors import ValidationProblem
 from ablate.backend.web import links
@@ -162,6 +163,7 @@ class ReleasePage:
     has_data: bool
     advisor: AdvisorView | None = None  # the checkpointing advisor's section
     history: HistoryView | None = None
+    images: dict[str, Any] | None = None  # the images the runs ran in, what they hold vs the manifest
 
     @property
     def chart_count(self) -> int:
@@ -458,4 +460,5 @@ def release_page(
         has_data=any(c.succeeded for c in comp.cells),
         advisor=advisor_view(session, comp.release.ref, filters),
         history=history_view(session, comp, key, opts) if key else None,
+        images=images_service.release_images(session, comp.release.ref),
     )
