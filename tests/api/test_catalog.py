@@ -100,3 +100,27 @@ def test_launch_and_visible_devices_env_are_checked_at_the_edge(
     assert client.get("/clusters/ppu-2x16").json()["visible_devices_env"] == "PPU_VISIBLE_DEVICES"
     good = {**WORKLOAD, "runner": "command", "runner_options": {"launch": "per-device", "command": "x"}}
     assert admin.post("/workloads", json=good).status_code == 201
+
+
+def test_a_cluster_s_container_runtime_and_a_release_s_registry(
+    admin: httpx.Client, client: httpx.Client
+) -> None:
+    podman = {
+        **CLUSTER,
+        "name": "gpu-podman",
+        "container": {"runtime": "podman", "mounts": ["/data:/data:ro"]},
+    }
+    made = admin.post("/clusters", json=podman)
+    assert made.status_code == 201, made.text
+    assert made.json()["container"]["runtime"] == "podman"
+    assert made.json()["container"]["pull"] == "missing"  # the defaults are stored, not guessed later
+    bad = {**CLUSTER, "name": "gpu-lxc", "container": {"runtime": "lxc"}}
+    problem = assert_problem(admin.post("/clusters", json=bad), 422, loc="container")
+    assert "container.runtime must be one of" in str(problem)
+    assert client.get("/clusters/gpu-lxc").status_code == 404  # nothing half-written
+    release = {**RELEASE, "tag": "26.02", "image_registry": "registry.example.com:5000/acs"}
+    created = admin.post("/releases", json=release)
+    assert created.status_code == 201, created.text
+    assert created.json()["image_registry"] == "registry.example.com:5000/acs"
+    assert_problem(admin.post("/releases", json={**release, "tag": "26.03", "image_registry": "https://x"}),
+                   422, loc="image_registry")  # fmt: skip
