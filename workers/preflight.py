@@ -197,11 +197,11 @@ def _run(argv: list[str]) -> str | None:
     return done.stdout
 
 
-_QUERY = "index,uuid,driver_version,memory.total,memory.free"
+QUERY = "index,uuid,driver_version,memory.total,memory.free"
 
 
 def probe_gpus() -> list[Device] | None:
-    text = _run(["nvidia-smi", f"--query-gpu={_QUERY}", "--format=csv,noheader,nounits"])
+    text = _run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"])
     if text is None:
         return None
     return visible_subset(parse_smi_csv(text), os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -210,7 +210,7 @@ def probe_gpus() -> list[Device] | None:
 def probe_ppus() -> list[Device] | None:
     # ppu-smi mirrors nvidia-smi; the CSV query gives driver and memory where the version supports it.
     try:
-        text = _run(["ppu-smi", f"--query-ppu={_QUERY}", "--format=csv,noheader,nounits"])
+        text = _run(["ppu-smi", f"--query-ppu={QUERY}", "--format=csv,noheader,nounits"])
     except ToolFailed:
         text = ""  # older ppu-smi versions lack the CSV query; the listing below decides
     devices = parse_smi_csv(text) if text else []

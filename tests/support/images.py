@@ -11,6 +11,7 @@ import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,17 @@ while [ $i -le $steps ]; do
   i=$((i + 1))
 done
 echo "[ljperf] total time: 0.6s"
+"""
+
+# A PPU node's device tool, as ``ppu-smi -L`` lists 16 devices (no CSV query, like older versions).
+PPU_SMI = """#!/bin/sh
+if [ "$1" = "-L" ]; then
+  i=0
+  while [ $i -lt 16 ]; do echo "PPU $i: PPU (UUID: PPU-0000-$i)"; i=$((i + 1)); done
+  exit 0
+fi
+echo "ppu-smi: unknown option $1" >&2
+exit 2
 """
 
 SITE = "usr/lib/python3.11/site-packages"
@@ -64,7 +76,9 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes = b"", mode: int = 0o644, 
     tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
 
 
-def rootfs(path: Path, speed: float, *, versions: dict[str, str] | None = None) -> Path:
+def rootfs(
+    path: Path, speed: float, *, versions: dict[str, str] | None = None, ppu_smi: bool = False
+) -> Path:
     """A tarball of a tiny root file system; ``versions``: python packages (dist-info METADATA) and
     shared libraries ("libnccl.so" -> "2.21.5") the image claims to hold."""
     busybox = Path(shutil.which("busybox") or "/bin/busybox").read_bytes()
@@ -77,6 +91,8 @@ def rootfs(path: Path, speed: float, *, versions: dict[str, str] | None = None) 
         _add(tar, "etc/os-release", b'NAME="Ablate Test OS"\nVERSION_ID="1.0"\nID=ablatetest\n')
         _add(tar, "etc/bench-speed", f"{speed}\n".encode())
         _add(tar, "usr/local/bin/ljperf", LJPERF.encode(), 0o755)
+        if ppu_smi:
+            _add(tar, "usr/local/bin/ppu-smi", PPU_SMI.encode(), 0o755)
         for name, version in (versions or {}).items():
             if name.startswith("lib"):
                 _add(tar, f"usr/lib/{name}.{version}", b"\x7fELF", 0o755)
@@ -86,7 +102,7 @@ def rootfs(path: Path, speed: float, *, versions: dict[str, str] | None = None) 
     return path
 
 
-def build_image(podman: str, workdir: Path, tag: str, speed: float, **kw: dict[str, str]) -> tuple[str, str]:
+def build_image(podman: str, workdir: Path, tag: str, speed: float, **kw: Any) -> tuple[str, str]:
     """Import a test image as ``localhost/ablate-test:<tag>``; returns (reference, image id)."""
     ref = f"{REPO}:{tag}"
     tarball = rootfs(workdir / f"{tag}.tar", speed, **kw)

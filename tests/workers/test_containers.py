@@ -399,3 +399,41 @@ def test_torch_llm_trains_inside_an_image_that_has_python_and_torch(
         tput = s.query(RunMetric).filter_by(run_id=run.id, name="throughput_tokens_per_s").one().value
     assert tput > 0
     assert images.containers_of_run(podman, run.id) == []
+
+
+def test_the_image_s_device_tool_must_see_the_run_s_devices(podman: str, tmp_path: Path) -> None:
+    """Preflight inside the image, started as the run will be: its ppu-smi must list the run's devices
+    (the visible-devices variable names 8 and 9 of 16); a GPU image without nvidia-smi is unverified
+    when lenient and fails the node when strict."""
+    from ablate.backend.domain.runner import RunSpec
+    from ablate.workers.dispatch.image_check import check_image_devices
+
+    ref, _ = images.build_image(podman, tmp_path, "ppu-tool", 10.0, ppu_smi=True)
+    try:
+        ppu = RunSpec(
+            run_id=90210,
+            workload={},
+            variant={},
+            cluster={"accelerator": "ppu", "visible_devices_env": "PPU_VISIBLE_DEVICES"},
+            env={"PPU_VISIBLE_DEVICES": "8,9"},
+            log_dir=str(tmp_path),
+            container={"runtime": "podman", "image": ref},
+        )
+        ok = check_image_devices(ppu, 2, "lenient")
+        assert ok.ok and ok.facts["preflight.image_devices"] == "8,9"
+        short = check_image_devices(ppu, 3, "lenient")
+        assert (
+            not short.ok and short.reason == "in the image: expected 3 PPU device(s) visible, found 2 (8, 9)"
+        )
+        image = {"runtime": "podman", "image": ref}
+        gpu = RunSpec(90211, {}, {}, {"accelerator": "gpu"}, log_dir=str(tmp_path), container=image)
+        lenient = check_image_devices(gpu, 1, "lenient")
+        assert (
+            lenient.ok
+            and lenient.facts["preflight.image_devices"] == "unverified (nvidia-smi not in the image)"
+        )
+        strict = check_image_devices(gpu, 1, "strict")
+        assert not strict.ok and "`nvidia-smi` is not in the image" in str(strict.reason)
+        assert images.containers_of_run(podman, 90210) == images.containers_of_run(podman, 90211) == []
+    finally:
+        images.remove_images(podman, ref)

@@ -36,6 +36,7 @@ from ablate.backend.domain.runner import (
 from ablate.workers import containers, preflight
 from ablate.workers.containers.manifest import read_image
 from ablate.workers.dispatch import devices, logs, reaper
+from ablate.workers.dispatch.image_check import check_image_devices
 
 PROGRESS_INTERVAL_S = 1.0
 
@@ -243,6 +244,11 @@ def run_node(
             mode=str(checks.get("preflight", "lenient")),
         )
         facts.update(report.facts)
+        if report.ok and lead.container:
+            report = check_image_devices(
+                lead, int(checks.get("expected_devices", 0)), str(checks.get("preflight", "lenient"))
+            )
+            facts.update(report.facts)
         preflight_failed = not report.ok
         if not report.ok:
             result = RunResult.failed(
