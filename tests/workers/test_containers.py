@@ -211,6 +211,16 @@ def test_docker_s_command_line_and_no_runtime_on_a_node() -> None:
     with pytest.raises(containers.ContainerError) as err:
         containers.prepare_image(cfg, "reg/img:1")
     assert err.value.kind == "node" and "no container runtime" in str(err.value)
+    # The docker client where no docker daemon runs (.ci/run installs the client, never a daemon):
+    # this node's fault, named, so the next attempt goes elsewhere.
+    import shutil
+
+    client = shutil.which("docker")
+    assert client is not None, "the docker client is missing: .ci/run installs docker.io"
+    no_daemon = containers.ContainerConfig.parse({"runtime": "docker", "binary": client})
+    with pytest.raises(containers.ContainerError) as err:
+        containers.prepare_image(no_daemon, "reg/img:1")
+    assert err.value.kind == "node" and "the docker daemon is not reachable" in str(err.value)
 
 
 @pytest.mark.parametrize(
