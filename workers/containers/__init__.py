@@ -310,6 +310,11 @@ def owner_label() -> str:
     return f"{socket.gethostname()} {me.pid} {me.create_time():.2f}"
 
 
+def run_labels(run_id: int, attempt: int) -> dict[str, str]:
+    """The labels of a run's containers: the run, the attempt and the owner (this Ray worker)."""
+    return {LABEL_RUN: str(run_id), LABEL_ATTEMPT: str(attempt), LABEL_OWNER: owner_label()}
+
+
 def container_name(run_id: int, attempt: int, node_rank: int, rank: int | None) -> str:
     name = f"ablate-run{run_id}-a{attempt}-n{node_rank}"
     return name + (f"-r{rank}" if rank is not None else "")

@@ -69,17 +69,12 @@ def _in_image(lead: RunSpec, argv: list[str]) -> tuple[int, str, str]:
     assert lead.container is not None
     attempt = int(lead.container.get("attempt") or 1)
     name = containers.container_name(lead.run_id, attempt, lead.node_rank, None) + "-preflight"
-    labels = {
-        containers.LABEL_RUN: str(lead.run_id),
-        containers.LABEL_ATTEMPT: str(attempt),
-        containers.LABEL_OWNER: containers.owner_label(),
-    }
     it = containers.launch(
         lead.container,
         argv,
         lead.env,
         name=name,
-        labels=labels,
+        labels=containers.run_labels(lead.run_id, attempt),
         accelerator=lead.accelerator,
         visible_devices_env=visible_devices_env(lead.cluster),
         log_dir=lead.log_dir,

@@ -250,17 +250,12 @@ def start_run_process(
     if not spec.container:
         return group.start(argv, env=merged_env(env), log_path=log_path, cwd=cwd)
     attempt = int(spec.container.get("attempt") or 1)
-    labels = {
-        containers.LABEL_RUN: str(spec.run_id),
-        containers.LABEL_ATTEMPT: str(attempt),
-        containers.LABEL_OWNER: containers.owner_label(),
-    }
     it = containers.launch(
         spec.container,
         argv,
         env,
         name=containers.container_name(spec.run_id, attempt, spec.node_rank, rank),
-        labels=labels,
+        labels=containers.run_labels(spec.run_id, attempt),
         accelerator=spec.accelerator,
         visible_devices_env=visible_devices_env(spec.cluster),
         log_dir=spec.log_dir,
