@@ -78,6 +78,7 @@ def build(app: FastAPI) -> dict[str, Any]:
         BEARER: {"type": "http", "scheme": "bearer", "description": "An API token: `ablate token create`."}
     }
     content = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    plain = {"text/plain": {"schema": {"type": "string"}}}
     # Route contexts carry what included routers add (their prefix and dependencies).
     for route in routing.iter_route_contexts(app.routes):
         if not hasattr(route, "dependant") or not route.include_in_schema:
@@ -89,6 +90,10 @@ def build(app: FastAPI) -> dict[str, Any]:
             responses = operation.setdefault("responses", {})
             for status in sorted(_statuses(route, method)):
                 responses[str(status)] = {"description": HTTPStatus(status).phrase, "content": content}
+            # Any request: the server refuses a too long request line or head before routing it
+            # (backend/server.py, ABLATE_MAX_URL_BYTES / ABLATE_MAX_HEADER_BYTES), in plain text.
+            for status in (414, 431):
+                responses[str(status)] = {"description": HTTPStatus(status).phrase, "content": plain}
             scope = _scope(route)
             if scope == "read":
                 operation["security"] = [{}, {BEARER: []}]  # anonymous unless ABLATE_READ_REQUIRES_TOKEN
