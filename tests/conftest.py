@@ -68,18 +68,32 @@ def artifacts_dir() -> Path:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No container of the project may outlive the suite (a cancel, timeout or test that leaves one
-    behind is a bug): the run fails, listing them."""
+    behind is a bug): the run fails, listing them. Counted: containers whose owner (the Ray worker or
+    process that started them) is gone, or is this process; a live owner is another suite's, running."""
+    import os
     import shutil
     import subprocess
+
+    import psutil
 
     podman = shutil.which("podman")
     if podman is None:
         return
+    ids = subprocess.run([podman, "ps", "-a", "-q", "--filter", "label=ablate.owner"],
+                         capture_output=True, text=True, timeout=120).stdout.split()  # fmt: skip
+    if not ids:
+        return
+    fmt = '{{.Name}} {{index .Config.Labels "ablate.owner"}}'
     out = subprocess.run(
-        [podman, "ps", "-a", "--filter", "label=ablate.owner", "--format", "{{.ID}} {{.Names}} {{.Status}}"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    left = out.stdout.strip()
+        [podman, "inspect", "--format", fmt, *ids], capture_output=True, text=True, timeout=120
+    )
+    left = []
+    for line in out.stdout.splitlines():
+        _name, _, owner = line.partition(" ")
+        parts = owner.split()
+        alive = len(parts) == 3 and parts[1].isdigit() and psutil.pid_exists(int(parts[1]))
+        if not alive or int(parts[1]) == os.getpid():
+            left.append(line)
     if left:
-        print(f"\ncontainers of the project left behind by the suite:\n{left}")
+        print("\ncontainers of the project left behind by the suite:\n" + "\n".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
