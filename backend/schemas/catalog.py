@@ -59,7 +59,7 @@ class ReleaseNotes(Strict):
 class ReleaseCreate(Strict):
     image: Annotated[Line, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
     tag: Annotated[Line, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s:/]+$")]
-    platform: Literal["gpu", "ppu"]
+    platform: Literal["gpu", "ppu", "cpu"]
     release_date: IsoDate | None = None
     manifest: Manifest = {}
     driver_requirements: FreeDict = {}

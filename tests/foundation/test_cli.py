@@ -135,3 +135,13 @@ def test_report_refuses_an_unknown_metric_with_a_suggestion(db_url: str) -> None
     assert_one_line_error(
         proc, "unknown metric 'throughput_tokens_per_sec'", "did you mean 'throughput_tokens_per_s'"
     )
+
+
+def test_study_logs_hide_the_runners_progress_events() -> None:
+    """`ablate study logs` printed raw ``@@ablate-event {json}`` lines; it keeps the log and counts them."""
+    from ablate.backend.cli.study import readable_log
+
+    log = 'step 1\n@@ablate-event {"step": 1}\n@@ablate-event {"step": 2}\nRuntimeError: boom\n'
+    hidden = "(2 progress event lines of the runner not shown)\n"
+    assert readable_log(log) == "step 1\nRuntimeError: boom\n" + hidden
+    assert readable_log("plain\n") == "plain\n"
