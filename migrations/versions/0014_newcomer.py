@@ -1,4 +1,7 @@
-"""cpu platform: a release benchmarked on CPUs only (the demo, the examples) says so
+"""newcomer: a release benchmarked on CPUs only says ``platform: cpu``; a cluster states its devices' memory
+
+``clusters.device_memory_gib``: the advisor's budget came from a ``memory_gib`` cluster label, but
+cluster labels are Ray placement selectors, so that label made every run unplaceable.
 
 Revision ID: 0014
 Revises: 0013
@@ -7,6 +10,7 @@ Create Date: 2026-12-05
 
 from collections.abc import Sequence
 
+import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0014"
@@ -23,6 +27,8 @@ def _platforms(values: str) -> None:
 
 def upgrade() -> None:
     _platforms("'gpu', 'ppu', 'cpu'")
+    with op.batch_alter_table("clusters", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("device_memory_gib", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
@@ -32,3 +38,5 @@ def downgrade() -> None:
     if count:
         raise RuntimeError(f"{count} release(s) have platform 'cpu', which migration 0013 cannot hold")
     _platforms("'gpu', 'ppu'")
+    with op.batch_alter_table("clusters", schema=None) as batch_op:
+        batch_op.drop_column("device_memory_gib")
