@@ -16,8 +16,16 @@ from ablate.backend.config import Settings, get_settings
 from ablate.backend.db.database import Database
 from ablate.backend.errors import AblateError
 
-console = Console()
-err_console = Console(stderr=True)
+
+def _console(*, stderr: bool = False) -> Console:
+    """Rich's console; off a terminal (a CI log, a pipe) lines are not wrapped at 80 columns, which
+    broke paths and URLs in two."""
+    plain = Console(stderr=stderr)
+    return plain if plain.is_terminal else Console(stderr=stderr, soft_wrap=True)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 _typer_type_label = typer.core.TyperOption.display_type_rich
 

@@ -145,3 +145,17 @@ def test_study_logs_hide_the_runners_progress_events() -> None:
     hidden = "(2 progress event lines of the runner not shown)\n"
     assert readable_log(log) == "step 1\nRuntimeError: boom\n" + hidden
     assert readable_log("plain\n") == "plain\n"
+
+
+def test_paths_are_not_broken_at_80_columns_off_a_terminal(tmp_path: Path) -> None:
+    """In a CI log (no terminal) Rich wrapped lines at 80 columns, cutting paths in two."""
+    deep = tmp_path / ("x" * 60) / ("y" * 60)
+    url = f"sqlite:///{deep / 'db.sqlite'}"
+    release = Path(__file__).resolve().parents[2] / "examples" / "example-releases" / "ci-results.yaml"
+    assert ablate("db", "upgrade", "--url", url).returncode == 0
+    assert ablate("release", "import", str(release), "--url", url).returncode == 0
+    out = ablate(
+        "report", "ablate-example-ci-results:0.1", "-f", "md", "-o", str(deep / "r.md"), "--url", url
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"wrote md report of ablate-example-ci-results:0.1 to {deep / 'r.md'}"]
