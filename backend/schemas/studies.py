@@ -5,7 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import (
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
 from ablate.backend.schemas.common import Int, Line, Name, NameOr, Out, ReleaseRef, Strict
@@ -22,6 +29,44 @@ def few_repeats_warning(repeats: int) -> str:
     )
 
 
+class AdaptiveRepeats(Strict):
+    """``repeats: {min, max}``: run ``min`` rounds, then one more round at a time for the rungs whose
+    comparisons are not decided yet, up to ``max`` (backend/analysis/sequential.py)."""
+
+    min: Annotated[Int, Field(ge=2, le=100)]
+    max: Annotated[Int, Field(ge=2, le=100)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AdaptiveRepeats:
+        if self.min > self.max:
+            raise ValueError(f"repeats.min ({self.min}) is above repeats.max ({self.max})")
+        return self
+
+
+def _repeats(value: Any) -> int | AdaptiveRepeats:
+    """One error that names the field, where a plain union reports a failure per member."""
+    if isinstance(value, AdaptiveRepeats):
+        return value
+    if isinstance(value, dict):
+        try:
+            return AdaptiveRepeats.model_validate(value)
+        except ValidationError as exc:
+            problems = "; ".join(
+                ".".join(["repeats", *map(str, e["loc"])]) + ": " + e["msg"].removeprefix("Value error, ")
+                for e in exc.errors()
+            )
+            raise ValueError(problems) from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 1 <= value <= 100:
+            raise ValueError(f"repeats must be 1 to 100, got {value}")
+        return value
+    raise ValueError("repeats must be an integer (a fixed count) or {min, max} (adaptive)")
+
+
+def _repeats_out(value: int | AdaptiveRepeats) -> int | dict[str, int]:
+    return value.model_dump() if isinstance(value, AdaptiveRepeats) else value
+
+
 class StudyPlan(Strict):
     """A release x cluster x variants x workloads x repeats plan; one run is queued per cell."""
 
@@ -36,7 +81,12 @@ class StudyPlan(Strict):
     workloads: Annotated[list[NameOr[WorkloadDef]], Field(min_length=1, max_length=64)]
     # 5: the smallest count at which the statistics meet their targets (docs/statistics.md: >= 80%
     # power for a 5% drop at CV 2%, and a CV below ~2% can be called clean).
-    repeats: Annotated[Int, Field(ge=1, le=100)] = RECOMMENDED_REPEATS
+    # An integer is a fixed count; {min, max} is adaptive (AdaptiveRepeats).
+    repeats: Annotated[
+        int | AdaptiveRepeats,
+        PlainValidator(_repeats, json_schema_input_type=int | AdaptiveRepeats),
+        PlainSerializer(_repeats_out),
+    ] = RECOMMENDED_REPEATS
     order_seed: Annotated[Int, Field(ge=0, le=2**62)] | None = None
     created_by: Annotated[Line, StringConstraints(max_length=200)] | None = None
     # Expanded into the variants on validation (and then cleared), so the stored plan lists what runs.
@@ -49,9 +99,20 @@ class StudyPlan(Strict):
             self.sweep = None
         return self
 
+    @property
+    def max_repeats(self) -> int:
+        """The most runs a cell may get (the fixed count, or the adaptive max)."""
+        return self.repeats.max if isinstance(self.repeats, AdaptiveRepeats) else self.repeats
+
+    @property
+    def first_rounds(self) -> int:
+        """Rounds queued when the study is made (an adaptive plan queues the rest round by round)."""
+        return self.repeats.min if isinstance(self.repeats, AdaptiveRepeats) else self.repeats
+
     def advisories(self) -> list[str]:
         """Warnings about an accepted plan: what it will not be able to show."""
-        if self.repeats < RECOMMENDED_REPEATS:
+        # An adaptive plan runs on to its max where the verdict needs it: no fixed count to warn of.
+        if isinstance(self.repeats, int) and self.repeats < RECOMMENDED_REPEATS:
             return [few_repeats_warning(self.repeats)]
         return []
 

@@ -35,7 +35,7 @@ from ablate.backend.db.models import (
 from ablate.backend.domain.runner import get_runner
 from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
-from ablate.backend.services import catalog, dispatchers
+from ablate.backend.services import adaptive, catalog, dispatchers
 from ablate.backend.services.errors import NotFound, ValidationProblem
 from ablate.backend.services.sweeps import check_ckpt_layers
 
@@ -98,7 +98,7 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
         name=plan.name or default_name(release.ref, cluster.name),
         release_id=release.id,
         cluster_id=cluster.id,
-        repeats=plan.repeats,
+        repeats=plan.max_repeats,
         plan={**plan.model_dump(mode="json"), "order_seed": seed},
         order_seed=seed,
         status=StudyStatus.queued.value,
@@ -110,7 +110,7 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _QUEUE_LOCK})
     base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1
-    cells = interleaved_cells(len(variants), len(workloads), plan.repeats, seed)
+    cells = interleaved_cells(len(variants), len(workloads), plan.first_rounds, seed)
     queue = _with_baseline(cells, release, baseline, seed)
     session.add_all(
         Run(
@@ -230,6 +230,10 @@ def refresh_study_statuses(session: Session, study_ids: Iterable[int]) -> dict[i
 
 def _refresh(session: Session, found: list[Study]) -> dict[int, str]:
     session.flush()
+    for study in found:
+        # Adaptive plans: once a round is complete, queue the next one for the undecided rungs.
+        if adaptive.is_adaptive(study):
+            adaptive.advance(session, study, queue_lock=_QUEUE_LOCK)
     counts: dict[int, Counter[str]] = {s.id: Counter() for s in found}
     rows = session.execute(
         select(Run.study_id, Run.status, func.count())

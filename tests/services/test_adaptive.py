@@ -1,0 +1,103 @@
+"""Adaptive repeats in the studies service: rounds are queued one at a time after min, and only for the
+rungs an undecided comparison still needs; the summary says where each comparison stands."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from ablate.backend.db.database import Database
+from ablate.backend.db.models import Run, Variant
+from ablate.backend.domain.runner import RunResult
+from ablate.backend.schemas.studies import StudyPlan
+from ablate.backend.services import adaptive, ingest, studies
+from tests.services.conftest import Catalog
+
+
+def _plan(c: Catalog, repeats: object, **more: object) -> StudyPlan:
+    data = {"release": c.release, "cluster": c.cluster, "variants": c.variants, "workloads": c.workloads[:1]}
+    return StudyPlan.model_validate({**data, "repeats": repeats, "order_seed": 5, **more})
+
+
+def _finish_all(database: Database, study_id: int, speed: dict[str, float], cv: float) -> int:
+    """Record every queued run as a dispatcher would, round after round, until none is queued;
+    returns the rounds it took. Noise is a fixed zig-zag of ``cv`` (reproducible)."""
+    rounds = 0
+    while True:
+        with database.transaction() as s:
+            queued = s.scalars(
+                select(Run).where(Run.study_id == study_id, Run.status == "queued").order_by(Run.queue_order)
+            ).all()
+            if not queued:
+                return rounds
+            rounds += 1
+            for run in queued:
+                name = s.get(Variant, run.variant_id).name  # type: ignore[union-attr]
+                wiggle = cv * math.sin(1.7 * run.repeat + 3.1 * run.variant_id)
+                value = 1000.0 * speed[name] * (1 + wiggle)
+                result = RunResult("succeeded", metrics={"throughput_tokens_per_s": (value, "tokens/s")})
+                ingest.record_run_result(s, run, result)
+
+
+def test_plan_repeats_min_max_is_validated(seeded: Catalog) -> None:
+    plan = _plan(seeded, {"min": 3, "max": 8})
+    assert plan.first_rounds == 3 and plan.max_repeats == 8 and plan.advisories() == []
+    with pytest.raises(ValidationError, match=r"repeats.min \(9\) is above repeats.max \(8\)"):
+        _plan(seeded, {"min": 9, "max": 8})
+    with pytest.raises(ValidationError):
+        _plan(seeded, {"min": 1, "max": 8})  # one run a side cannot be tested
+
+
+def test_decided_rungs_stop_and_the_summary_says_so(database: Database, seeded: Catalog) -> None:
+    base, faster, same = seeded.variants
+    with database.transaction() as s:
+        study = studies.create_study(s, _plan(seeded, {"min": 3, "max": 8}))
+        assert len(study.runs) == 3 * 3 and study.repeats == 8  # min rounds queued up front
+        study_id = study.id
+    rounds = _finish_all(database, study_id, {base: 1.0, faster: 1.3, same: 1.3}, cv=0.003)
+    with database.read() as s:
+        study = studies.get_study(s, study_id)
+        assert study.status == "succeeded"
+        runs = s.scalars(select(Run).where(Run.study_id == study_id)).all()
+        info = adaptive.summary(s, study)
+    assert rounds == 1 and len(runs) == 9
+    assert info is not None and info["runs"] == 9 and info["runs_saved"] == 3 * 8 - 9
+    verdicts = {(c["rung"], c["against"]): (c["verdict"], c["n"]) for c in info["comparisons"]}
+    assert verdicts == {(faster, base): ("improved", 3), (same, faster): ("unchanged", 3)}
+
+
+def test_undecided_comparisons_run_on_to_max_and_end_inconclusive(
+    database: Database, seeded: Catalog
+) -> None:
+    base, faster, same = seeded.variants
+    with database.transaction() as s:
+        study_id = studies.create_study(s, _plan(seeded, {"min": 3, "max": 5})).id
+    # +3% under 8% noise: no look can tell; every rung runs to max
+    rounds = _finish_all(database, study_id, {base: 1.0, faster: 1.03, same: 1.03}, cv=0.08)
+    with database.read() as s:
+        study = studies.get_study(s, study_id)
+        counts = Counter(r.variant_id for r in s.scalars(select(Run).where(Run.study_id == study_id)))
+        info = adaptive.summary(s, study)
+    assert rounds == 3 and set(counts.values()) == {5}
+    assert info is not None and info["runs_saved"] == 0 and info["inconclusive"] >= 1
+    inconclusive = [c for c in info["comparisons"] if c["verdict"] == "inconclusive"]
+    assert all(c["n"] == 5 and c["detectable_pct"] > 3 for c in inconclusive)
+
+
+def test_a_cancelled_adaptive_study_gets_no_new_round(database: Database, seeded: Catalog) -> None:
+    with database.transaction() as s:
+        study = studies.create_study(s, _plan(seeded, {"min": 2, "max": 6}))
+        studies.cancel_study(s, study.id)
+    with database.read() as s:
+        statuses = Counter(s.scalars(select(Run.status).where(Run.study_id == study.id)))
+    assert statuses == {"cancelled": 6}
+
+
+def test_fixed_repeats_are_unchanged(database: Database, seeded: Catalog) -> None:
+    with database.transaction() as s:
+        study = studies.create_study(s, _plan(seeded, 4))
+        assert len(study.runs) == 3 * 4 and adaptive.summary(s, study) is None
