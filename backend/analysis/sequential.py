@@ -58,7 +58,7 @@ class SequentialDesign:
     beta: float = 0.05  # spent on "unchanged" over all looks
     rho: float = 0.5  # < 1 spends early: most of a change's verdicts fall at the first looks
     threshold_pct: float = 3.0  # the smallest change called regressed/improved (as regression.py)
-    margin_pct: float = 4.0  # "unchanged" means inside +-margin
+    margin_pct: float = 4.5  # "unchanged" means inside +-margin (below the 5% change it must not hide)
 
     def __post_init__(self) -> None:
         if not 2 <= self.min_n <= self.max_n:

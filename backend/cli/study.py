@@ -248,6 +248,10 @@ def show(
         console.print("why runs did not succeed:", highlight=False)
         for run in failed:
             console.print(f"  {describe_run(run)}", highlight=False, soft_wrap=True, markup=False)
+    if study.get("adaptive"):  # repeats {min, max}: where each comparison stopped
+        console.print(study["adaptive"]["headline"], highlight=False, soft_wrap=True, markup=False)
+        for comparison in study["adaptive"]["comparisons"]:
+            console.print(f"  {comparison['text']}", highlight=False, soft_wrap=True, markup=False)
     excluded = [r for r in study["runs"] if r.get("excluded_at")]
     if excluded:
         console.print("excluded from every analysis:", highlight=False)

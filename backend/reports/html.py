@@ -24,6 +24,7 @@ from ablate.backend.charts.ablation import factorial_effects
 from ablate.backend.domain.csp import content_security_policy, script_hash
 from ablate.backend.reports import tables as t
 from ablate.backend.reports.checkpointing import advisor_section
+from ablate.backend.reports.markdown import adaptive_lines
 from ablate.backend.services.advice import ReleaseAdvice
 from ablate.backend.services.comparison import ReleaseComparison
 from ablate.backend.services.history import ReleaseHistories
@@ -186,6 +187,7 @@ def render_html(
         c=c,
         overview=t.overview(c),
         regressions=t.regression_table(c),
+        adaptive_lines=adaptive_lines(c.adaptive),
         not_testable=t.not_testable_table(c) if c.not_testable else None,
         ablation=t.ablation_tables(c),
         factorial=t.factorial_tables(c),

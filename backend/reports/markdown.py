@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from ablate.backend.reports import tables as t
 from ablate.backend.reports.checkpointing import advisor_tables
@@ -38,6 +39,15 @@ def _bullets(title: str, items: tuple[str, ...] | list[str]) -> str:
     return f"## {title}\n\n{body}\n"
 
 
+def adaptive_lines(studies: tuple[dict[str, Any], ...]) -> list[str]:
+    """Per adaptive study its headline, then one line per comparison (services/adaptive.py)."""
+    lines: list[str] = []
+    for study in studies:
+        lines.append(f"study {study['study']} ({study['name']}): {study['headline']}")
+        lines += [f"study {study['study']}: {c['text']}" for c in study["comparisons"]]
+    return lines
+
+
 def render_markdown(
     c: ReleaseComparison, *, generated_at: datetime | None = None, advice: ReleaseAdvice | None = None
 ) -> str:
@@ -46,6 +56,8 @@ def render_markdown(
         parts += [f"_Generated {generated_at.isoformat()}_", ""]
     parts.append(table_md(t.overview(c)))
     parts.append(_bullets("What is missing", c.missing))
+    if c.adaptive:  # repeats {min, max}: where each comparison stopped, and the runs saved
+        parts.append(_bullets("Adaptive repeats", adaptive_lines(c.adaptive)))
     parts.append(table_md(t.regression_table(c)))
     if c.not_testable:
         parts.append(table_md(t.not_testable_table(c)))

@@ -158,6 +158,8 @@ class StudyOut(Out):
     waiting: str | None = None
     # On creation: what the accepted plan will not be able to show (e.g. too few repeats).
     warnings: list[str] = []
+    # repeats {min, max}: per comparison decided at n or inconclusive, and the runs saved (adaptive.py).
+    adaptive: dict[str, Any] | None = None
 
 
 class StudySummaryOut(Out):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +39,23 @@ class Decision:
     against: str  # its reference rung, or "baseline <ref>"
     look: Look  # verdict None: still running rounds
 
+    def text(self) -> str:
+        """One line for the study page, ``ablate study show`` and the report."""
+        head = f"{self.rung} vs {self.against} ({self.workload}): "
+        got, n = self.look.verdict, self.look.n
+        if got == INCONCLUSIVE:
+            return head + (
+                f"inconclusive at n={n}: the smallest change these runs could detect is "
+                f"{self.look.detectable_pct:.1f}%"
+            )
+        if got is None:
+            return head + f"undecided at n={n}, running on"
+        change = f" ({self.look.change_pct:+.1f}%)" if self.look.change_pct is not None else ""
+        return head + f"{got} at n={n}{change}"
+
     def as_dict(self) -> dict[str, Any]:
         return {
+            "text": self.text(),
             "workload": self.workload,
             "rung": self.rung,
             "against": self.against,
@@ -242,7 +258,12 @@ def summary(session: Session, study: Study) -> dict[str, Any] | None:
     design = design_of(study)
     used = sum(attempts.values())
     cells = len(attempts)
+    saved = max(0, cells * design.max_n - used)
     return {
+        "headline": (
+            f"adaptive repeats {{min: {design.min_n}, max: {design.max_n}}}: {used} runs of "
+            f"{cells * design.max_n} at max, {saved} saved"
+        ),
         "min": design.min_n,
         "max": design.max_n,
         "metric": ADAPTIVE_METRIC,
@@ -250,6 +271,20 @@ def summary(session: Session, study: Study) -> dict[str, Any] | None:
         "comparisons": [d.as_dict() for d in found],
         "runs": used,
         "runs_at_max": cells * design.max_n,
-        "runs_saved": max(0, cells * design.max_n - used),
+        "runs_saved": saved,
         "inconclusive": sum(d.look.verdict == INCONCLUSIVE for d in found),
     }
+
+
+def for_studies(session: Session, study_ids: Iterable[int | None]) -> list[dict[str, Any]]:
+    """The summaries of those of these studies that are adaptive (what a release's comparison JSON and
+    report say); no query without ids (a release of CI results has no study)."""
+    ids = sorted({i for i in study_ids if i is not None})
+    if not ids:
+        return []
+    out = []
+    for study in session.scalars(select(Study).where(Study.id.in_(ids)).order_by(Study.id)):
+        info = summary(session, study)
+        if info is not None:
+            out.append({"study": study.id, "name": study.name, **info})
+    return out

@@ -331,6 +331,7 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
         "finished_at": study.finished_at,
         "plan": plan,
         "runs": runs,
+        "adaptive": adaptive.summary(session, study),  # None for a fixed repeats count
         "waiting": (
             dispatchers.waiting_reasons(session, [study.cluster]).get(study.cluster_id)
             if any(r["status"] == RunStatus.queued.value for r in runs)

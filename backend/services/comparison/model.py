@@ -302,6 +302,8 @@ class ReleaseComparison:
     missing: tuple[str, ...]  # what the reader should know is not there
     schema_version: str = SCHEMA_VERSION
     kind: str = "release"
+    # Adaptive studies of this release (repeats {min, max}): services/adaptive.py's summaries.
+    adaptive: tuple[dict[str, Any], ...] = ()
 
     def ladder_map(self, cluster: str, metric: str) -> dict[str, LadderAnalysis]:
         """workload -> ladder, as the chart functions take it (workload order of the release)."""

@@ -18,7 +18,7 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from sqlalchemy import select
@@ -34,7 +34,7 @@ from ablate.backend.analysis.factorial import (
 from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
 from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
-from ablate.backend.services import catalog, images
+from ablate.backend.services import adaptive, catalog, images
 from ablate.backend.services.comparison import failures
 from ablate.backend.services.comparison.loading import (
     ANALYSED_ERROR,
@@ -169,7 +169,9 @@ def build_release_comparison(
         found_old,
         found_new,
     )
-    return _assemble(loaded, opts)
+    # Where each adaptive study of the release stopped (issue 28): added here, apart from _assemble.
+    studies = (r.study_id for r in rows.runs.values() if r.release_id == release.id)
+    return replace(_assemble(loaded, opts), adaptive=tuple(adaptive.for_studies(session, studies)))
 
 
 ValuesByRelease = Mapping[int, Mapping[Cell, Mapping[str, list[float]]]]
