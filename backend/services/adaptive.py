@@ -173,6 +173,11 @@ def advance(session: Session, study: Study, *, queue_lock: int) -> int:
     queued or running; returns how many runs were queued. A study with a cancelled run is left alone
     (cancelling must not be undone by a new round). ``queue_lock``: the advisory lock that serialises
     queue_order allocation on PostgreSQL (the studies service's)."""
+    if session.get_bind().dialect.name == "postgresql":
+        # Taken before counting: two transactions each recording the last runs of a round would
+        # otherwise each see the other's run still running, and neither queue the next round.
+        # (SQLite: the transaction's flushed write already holds the database's one write lock.)
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": queue_lock})
     states = dict(
         session.execute(
             select(Run.status, func.count()).where(Run.study_id == study.id).group_by(Run.status)
@@ -223,9 +228,7 @@ def _queue(
     order = list(needed)
     rng.shuffle(order)
     order.sort(key=lambda s: s[2])  # each workload's rungs adjacent in time (stable: shuffled within)
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": queue_lock})
-    base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1
+    base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1  # under advance()'s lock
     for n, (release_id, variant, workload) in enumerate(order):
         key = (release_id, variant_ids[variant], workload_ids[workload])
         session.add(
