@@ -23,9 +23,12 @@ def _plan(c: Catalog, repeats: object, **more: object) -> StudyPlan:
     return StudyPlan.model_validate({**data, "repeats": repeats, "order_seed": 5, **more})
 
 
-def _finish_all(database: Database, study_id: int, speed: dict[str, float], cv: float) -> int:
+def _finish_all(
+    database: Database, study_id: int, speed: dict[str, float], cv: float, slower: int | None = None
+) -> int:
     """Record every queued run as a dispatcher would, round after round, until none is queued;
-    returns the rounds it took. Noise is a fixed zig-zag of ``cv`` (reproducible)."""
+    returns the rounds it took. Noise is a fixed zig-zag of ``cv`` (reproducible); the release with id
+    ``slower`` runs at half speed."""
     rounds = 0
     while True:
         with database.transaction() as s:
@@ -38,7 +41,7 @@ def _finish_all(database: Database, study_id: int, speed: dict[str, float], cv: 
             for run in queued:
                 name = s.get(Variant, run.variant_id).name  # type: ignore[union-attr]
                 wiggle = cv * math.sin(1.7 * run.repeat + 3.1 * run.variant_id)
-                value = 1000.0 * speed[name] * (1 + wiggle)
+                value = 1000.0 * speed[name] * (1 + wiggle) * (0.5 if run.release_id == slower else 1.0)
                 result = RunResult("succeeded", metrics={"throughput_tokens_per_s": (value, "tokens/s")})
                 ingest.record_run_result(s, run, result)
 
@@ -101,3 +104,45 @@ def test_fixed_repeats_are_unchanged(database: Database, seeded: Catalog) -> Non
     with database.transaction() as s:
         study = studies.create_study(s, _plan(seeded, 4))
         assert len(study.runs) == 3 * 4 and adaptive.summary(s, study) is None
+
+
+def test_with_a_baseline_each_rung_is_also_judged_against_the_baseline_rung(
+    database: Database, seeded: Catalog
+) -> None:
+    from tests.services.test_studies import _second_release
+
+    base, faster, same = seeded.variants
+    old = _second_release(database)
+    with database.transaction() as s:
+        study_id = studies.create_study(s, _plan(seeded, {"min": 3, "max": 6}, baseline=old)).id
+    # both releases equally fast: the ladder steps and the release-vs-baseline pairs all decided at 3
+    rounds = _finish_all(database, study_id, {base: 1.0, faster: 1.3, same: 1.3}, cv=0.003)
+    with database.read() as s:
+        study = studies.get_study(s, study_id)
+        runs = s.scalars(select(Run).where(Run.study_id == study_id)).all()
+        info = adaptive.summary(s, study)
+    assert rounds == 1 and len(runs) == 3 * 2 * 3
+    assert info is not None and info["runs_saved"] == 3 * 2 * 6 - 18
+    against = Counter(c["against"] for c in info["comparisons"])
+    assert against[f"baseline {old}"] == 3 and against[base] == 1 and against[faster] == 1
+    assert all(
+        c["verdict"] == "unchanged" for c in info["comparisons"] if c["against"].startswith("baseline")
+    )
+
+
+def test_only_the_sides_an_open_comparison_needs_run_on(database: Database, seeded: Catalog) -> None:
+    """The baseline runs at half the release's speed (decided at 3); the ladder steps stay open under
+    8% noise: the release's rungs run on to max, the baseline's stop at 3."""
+    from tests.services.test_studies import _second_release
+
+    base, faster, same = seeded.variants
+    old = _second_release(database)
+    with database.transaction() as s:
+        study = studies.create_study(s, _plan(seeded, {"min": 3, "max": 5}, baseline=old))
+        study_id, release_id = study.id, study.release_id
+        old_id = next(r.release_id for r in study.runs if r.release_id != release_id)
+    _finish_all(database, study_id, {base: 1.0, faster: 1.03, same: 1.03}, cv=0.08, slower=old_id)
+    with database.read() as s:
+        runs = s.scalars(select(Run).where(Run.study_id == study_id)).all()
+    per_side = Counter(r.release_id == release_id for r in runs)
+    assert per_side == {True: 3 * 5, False: 3 * 3}
