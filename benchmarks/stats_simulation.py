@@ -367,6 +367,55 @@ def shares(trials: int, seed: int) -> None:
     )
 
 
+def zero_variance(trials: int, seed: int) -> None:
+    """analyze_factorial on deterministic 2x2 memory designs: every cell's repeats equal (issue 27)."""
+    rows = []
+    for n in (2, 3, 5):
+        rng = np.random.default_rng([seed, 12, n])
+        tiny_p = named = 0
+        for _ in range(trials):
+            level = float(rng.uniform(10.0, 80.0))
+            mus = {(): level, ("A",): level * 0.8, ("B",): level * 1.1, ("A", "B"): level * 0.85}
+            fa = analyze_factorial([(list(k), [v] * n) for k, v in mus.items()], "peak_memory_gib")
+            effects = (*fa.main_effects, *fa.interactions)
+            tiny_p += any(e.p_value is not None for e in effects)
+            named += any("zero" in r and "variance" in r for r in fa.reasons)
+        rows.append((n, trials, pct(tiny_p / trials), pct(named / trials)))
+    table(
+        "Deterministic 2x2 memory designs (analyze_factorial): want no p-value, zero variance named",
+        ["n per cell", "designs", "a p-value shown (rounding, p ~ 1e-30)", "zero variance named"],
+        rows,
+    )
+
+
+def two_values(trials: int, seed: int) -> None:
+    """compare_many with a 2-value side: coverage when that side shares the other's noise (CV 2%)
+    and when it is 5x noisier (CV 10% vs 2%), log-normal noise, true ratio 1.05."""
+    rows = []
+    method = "?"
+    for nc, nr in ((2, 2), (2, 3), (2, 5), (2, 10), (5, 2)):
+        cells = []
+        for cv_c in (0.02, 0.10):
+            rng = np.random.default_rng([seed, 13, nc, nr, int(cv_c * 100)])
+            pairs = [
+                Pair(
+                    draw(rng, nc, MU * 1.05, cv_c, "lognormal"),
+                    draw(rng, nr, MU, 0.02, "lognormal"),
+                    "higher",
+                )
+                for _ in range(trials)
+            ]
+            res = compare_many(pairs)
+            method = res[0].test
+            cells.append(rate([covers(r.ci_low, r.ci_high, 1.05) for r in res]))
+        rows.append((f"{nc} vs {nr}", *cells))
+    table(
+        f"2-value sides: ratio interval coverage (compare_many, nominal 95%; test: {method})",
+        ["n (contender vs reference)", "contender CV 2% (equal)", "contender CV 10% (5x noisier)"],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
     "two_sample_unequal": two_sample_unequal_noise,
@@ -377,6 +426,8 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "lookback": lookback_alarms,
     "factorial": factorial,
     "shares": shares,
+    "zero_variance": zero_variance,
+    "two_values": two_values,
 }
 
 

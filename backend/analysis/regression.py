@@ -34,7 +34,7 @@ from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
     LOG_SHOWN,
-    POOLED_LOG_TEST,
+    TWO_VALUES_LOG_TEST,
     TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
@@ -174,7 +174,7 @@ def _compare(
         reasons.append("non-positive values: percent change of geometric means undefined")
     elif t is not None:
         change, lo, hi = _pct(t.log_ratio), _pct(t.log_low), _pct(t.log_high)
-        if t.method == POOLED_LOG_TEST:
+        if t.method == TWO_VALUES_LOG_TEST:
             reasons.append(TWO_VALUES_NOTE)
         if beyond_shown(t.log_ratio, t.log_low, t.log_high):
             reasons.append(CLAMPED_NOTE)

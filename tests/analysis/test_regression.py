@@ -108,8 +108,8 @@ def test_edge_cases():
 
 def test_two_values_a_side_say_what_they_assume():
     r = run([100.0, 101.0], [90.0, 91.0, 90.5])
-    assert r.test.startswith("student-t (pooled variance)")
-    assert any("assumes both sides share one noise level" in x for x in r.reasons)
+    assert r.test.startswith("welch-t on log values, df at most 1.25")
+    assert any("a side has 2 values" in x and "1.25 degrees of freedom" in x for x in r.reasons)
 
 
 @settings(max_examples=50, deadline=None)
