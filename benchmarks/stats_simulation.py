@@ -416,6 +416,44 @@ def two_values(trials: int, seed: int) -> None:
     )
 
 
+def _is_suspect(r: Any) -> bool:
+    # Before issue 27 a suspect was any unchanged row past the threshold (no ``suspect`` field).
+    flag = getattr(r, "suspect", None)
+    return (
+        bool(flag)
+        if flag is not None
+        else r.verdict == "unchanged" and r.indicated in ("improved", "regressed")
+    )
+
+
+def suspects(trials: int, seed: int) -> None:
+    """compare_releases_many on releases of 20 unchanged comparisons: how many rows read "suspect"."""
+    rows = []
+    m = 20
+    releases = max(20, trials // m)
+    for n in (3, 5, 10):
+        for cv in (0.02, 0.05):
+            rng = np.random.default_rng([seed, 14, n, int(cv * 1000)])
+            flagged = any_release = 0
+            for _ in range(releases):
+                pairs = [
+                    ReleasePair(draw(rng, n, MU, cv, "lognormal"), draw(rng, n, MU, cv, "lognormal"), METRIC)
+                    for _ in range(m)
+                ]
+                res = compare_releases_many(pairs)
+                k = sum(_is_suspect(r) for r in res)
+                flagged += k
+                any_release += k > 0
+            rows.append(
+                (n, f"{cv:.0%}", releases * m, pct(flagged / (releases * m)), pct(any_release / releases))
+            )
+    table(
+        "Suspects among unchanged comparisons (compare_releases_many; releases of 20, threshold 3%)",
+        ["n", "CV", "comparisons", "suspect per comparison", "releases with a suspect"],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
     "two_sample_unequal": two_sample_unequal_noise,
@@ -428,6 +466,7 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "shares": shares,
     "zero_variance": zero_variance,
     "two_values": two_values,
+    "suspects": suspects,
 }
 
 

@@ -406,3 +406,36 @@ def test_counts_of_failures_are_lower_is_better(
     assert ci.post("/results", json={"results": [payload]}).status_code == 201
     with live_server.database.read() as s:
         assert s.scalar(select(RunMetric.better).where(RunMetric.name == name)) == "lower"
+
+
+def test_busy_host_runs_leave_verdicts_unless_the_switch_keeps_them(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    """A release whose two last runs were measured on a busy host (40% slower): left out of the
+    verdict by default, the row marked; ?busy_hosts=include keeps them; a bad value is a 422."""
+    create_release(admin, tag="25.11", release_date="2025-11-15")
+    create_release(admin)
+    old = [
+        result(release="training-nv-pytorch:25.11", metrics={"throughput_tokens_per_s": 1000.0 + r})
+        for r in range(5)
+    ]
+    new = [
+        result(
+            metrics={"throughput_tokens_per_s": (600.0 if r >= 3 else 1000.0) + r},
+            provenance={"host_busy": "true", "host_busy_reason": "load 9.1 on 2 CPUs"} if r >= 3 else {},
+        )
+        for r in range(5)
+    ]
+    assert ci.post("/results", json={"results": old + new}).status_code == 201
+
+    def delta(query: str) -> dict[str, Any]:
+        body = ci.get(f"/releases/{REF}/comparison{query}&metric=throughput_tokens_per_s").json()
+        (d,) = body["deltas"]
+        return d
+
+    default = delta("?busy_hosts=exclude")
+    assert default["busy_runs"] == 2 and default["busy_included"] is False
+    assert default["result"]["n_contender"] == 3 and default["result"]["verdict"] == "unchanged"
+    kept = delta("?busy_hosts=include")
+    assert kept["busy_included"] is True and kept["result"]["n_contender"] == 5
+    assert_problem(ci.get(f"/releases/{REF}/comparison?busy_hosts=maybe"), 422)

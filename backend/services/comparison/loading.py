@@ -12,7 +12,7 @@ still being listed as left out.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -155,13 +155,30 @@ def pick_metrics(present: Iterable[str], wanted: tuple[str, ...] | None) -> tupl
     return tuple(chosen) if chosen else tuple(names)
 
 
-def values_by_release(rows: Rows, cat: Catalog) -> dict[int, dict[Cell, dict[str, list[float]]]]:
-    """release id -> (cluster, workload, variant) -> metric -> values of the succeeded runs, in one pass."""
+# A runner's mark on a run measured while other work loaded its host (workers/runners/hostload.py).
+HOST_BUSY = Run.provenance["host_busy"].as_string() == "true"
+
+
+def busy_runs(session: Session, release_ids: Sequence[int]) -> set[int]:
+    """Succeeded runs of these releases that their runner marked ``host_busy`` (one query)."""
+    if not release_ids:
+        return set()
+    query = select(Run.id).where(
+        Run.release_id.in_(list(release_ids)), Run.status == RunStatus.succeeded, NOT_EXCLUDED, HOST_BUSY
+    )
+    return set(session.scalars(query))
+
+
+def values_by_release(
+    rows: Rows, cat: Catalog, skip: Collection[int] = ()
+) -> dict[int, dict[Cell, dict[str, list[float]]]]:
+    """release id -> (cluster, workload, variant) -> metric -> values of the succeeded runs, in one pass
+    (``skip``: run ids left out, e.g. runs measured on a busy host)."""
     out: dict[int, dict[Cell, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
     for rid, (rel, cl, wl, var, _rep, status, _kind, _study) in rows.runs.items():
-        if status != RunStatus.succeeded:
+        if status != RunStatus.succeeded or rid in skip:
             continue
         cell = cat.cell(cl, wl, var)
         if cell is None:  # not seen: the catalog holds every id of these rows (skipped as in history_values)
@@ -181,7 +198,12 @@ def metric_units(rows: Rows) -> dict[str, str]:
 
 
 def history_values(
-    session: Session, release_ids: Sequence[int], metrics: Sequence[str], cat: Catalog
+    session: Session,
+    release_ids: Sequence[int],
+    metrics: Sequence[str],
+    cat: Catalog,
+    *,
+    skip_busy: bool = False,
 ) -> dict[int, dict[Cell, dict[str, list[float]]]]:
     """Values of the lookback releases: only succeeded runs and the analysed metrics, in one query.
 
@@ -207,6 +229,8 @@ def history_values(
             RunMetric.name.in_(list(metrics)),
         )
     )
+    if skip_busy:
+        query = query.where(~HOST_BUSY | Run.provenance["host_busy"].as_string().is_(None))
     for rel, cl, wl, var, name, value in session.connection().execute(query).all():
         cell = cat.cell(cl, wl, var)
         if cell is not None:

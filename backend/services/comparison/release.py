@@ -42,6 +42,7 @@ from ablate.backend.services.comparison.loading import (
     Cell,
     Rows,
     RunRow,
+    busy_runs,
     history_values,
     keep_same_session_baseline,
     load_catalog,
@@ -141,7 +142,14 @@ def build_release_comparison(
     by_release = values_by_release(rows, cat)
     present = {m for cell in by_release.get(release.id, {}).values() for m in cell}
     metrics = pick_metrics(present, opts.metrics)
-    by_release.update(history_values(session, [r.id for r in history if r.id not in ids], metrics, cat))
+    # Busy-host runs leave the verdicts unless asked for (opts.busy_hosts); counted per cell either way.
+    busy = busy_runs(session, ids)
+    verdict_values = values_by_release(rows, cat, skip=() if opts.busy_hosts else busy)
+    older = history_values(
+        session, [r.id for r in history if r.id not in ids], metrics, cat, skip_busy=not opts.busy_hosts
+    )
+    by_release.update(older)
+    verdict_values.update(older)
     env_rows = session.execute(
         select(
             Run.id, Run.variant_id, ANALYSED_STATUS, Run.environment, Run.provenance, ANALYSED_ERROR
@@ -167,6 +175,8 @@ def build_release_comparison(
         metrics,
         found_old,
         found_new,
+        verdict_values,
+        frozenset(busy),
     )
     return _assemble(loaded, opts)
 
@@ -189,6 +199,8 @@ class _Loaded:
     metrics: tuple[str, ...]
     found_old: dict[str, str] | None = None  # what the baseline's images hold (read from their files)
     found_new: dict[str, str] | None = None  # what this release's images hold
+    verdict_values: ValuesByRelease | None = None  # by_release less busy-host runs (unless kept)
+    busy: frozenset[int] = frozenset()  # busy-host runs of the release and its baseline
 
 
 def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
@@ -259,10 +271,36 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
     ladders = _ladders(values, grid, variant_names, base, metrics, units, directions, opts)
     design = _factorial_design(release_variants)
     factorials = _factorials(values, grid, design, metrics, units, directions, opts) if design else ()
+    busy_cells: dict[Cell, int] = defaultdict(int)
+    for rid in loaded.busy:
+        row = rows.runs.get(rid)
+        busy_cell = cat.cell(row.cluster_id, row.workload_id, row.variant_id) if row else None
+        if busy_cell is not None:
+            busy_cells[busy_cell] += 1
     deltas, delta_notes = _deltas(
-        by_release, cat, release, baseline, history, metrics, units, directions, opts
+        loaded.verdict_values if loaded.verdict_values is not None else by_release,
+        cat,
+        release,
+        baseline,
+        history,
+        metrics,
+        units,
+        directions,
+        opts,
+        busy_cells,
     )
     missing.extend(delta_notes)
+    if loaded.busy:
+        n = len(loaded.busy)
+        missing.append(
+            f"{n} busy-host run{'s' if n != 1 else ''} "
+            + (
+                "kept in the release-over-release verdicts (busy_hosts=include): read them with care"
+                if opts.busy_hosts
+                else "left out of the release-over-release verdicts and lookbacks "
+                "(busy_hosts=include keeps them)"
+            )
+        )
     untestable = [d for d in deltas if d.verdict == "not testable"]
     if untestable:
         missing.append(
@@ -522,6 +560,7 @@ def _deltas(
     units: Mapping[str, str],
     directions: Mapping[str, str],  # custom metric -> stored direction
     opts: ComparisonOptions,
+    busy_cells: Mapping[Cell, int] | None = None,  # busy-host runs per cell (release and baseline)
 ) -> tuple[tuple[ReleaseDelta, ...], list[str]]:
     """(the deltas, notes on what is missing); the checks of the release run as one batch each, so
     the Benjamini-Hochberg adjustment covers the whole release."""
@@ -588,6 +627,8 @@ def _deltas(
             None if r.pair is None else results[r.pair],
             None if r.look is None else lookbacks[r.look],
             r.history,
+            busy_runs=(busy_cells or {}).get(r.cell, 0),
+            busy_included=opts.busy_hosts,
         )
         for r in rows
     )

@@ -31,7 +31,7 @@ class DeltaRow:
     test: str | None
     verdict: str | None
     significant: bool | None
-    # Past the threshold but not confirmed by the test: shown as "suspect", never as green.
+    # Past the threshold, p < alpha, not confirmed by q: shown as "suspect", never as green.
     suspect: bool
     indicated: str | None  # the direction the medians point to, confirmed or not
     reasons: str
@@ -41,6 +41,8 @@ class DeltaRow:
     contender_runs_url: str | None = None
     change_runs_url: str | None = None  # both sides: what the change and its test read
     history_url: str | None = None  # this cell across the family's releases (release sides only)
+    busy_runs: int = 0  # runs of the cell measured on a busy host (left out of the verdict unless kept)
+    busy_included: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ def delta_row(d: ReleaseDelta, sides: Sides | None = None) -> DeltaRow:
         verdict=r.verdict if r else None,
         significant=r.significant if r else None,
         suspect=d.suspect,
+        busy_runs=d.busy_runs,
+        busy_included=d.busy_included,
         indicated=r.indicated if r else None,
         reasons="; ".join(reasons),
         lookback=look,
