@@ -11,6 +11,12 @@ an interval shown as 95% covers the truth 93-97% of the time; false improved/reg
 <= 5% per identical-truth comparison and <= 5% per release after adjustment; power >= 80% for a
 5% drop at n=5, CV 2%; a 20% drop at n=3, CV 2% detected.
 
+Issue 27's scenarios, each with its before and after: ``zero_variance`` (deterministic 2x2 designs),
+``two_values`` (a 2-value side, equal and 5x noisier), ``suspects`` (how many unchanged comparisons
+read "suspect"), ``session_noise`` (a session level of 0-2% between releases, with and without the
+between-session variance). Before-figures of code that changed come from running this file against
+the previous commit (PYTHONPATH at its tree); docs/statistics.md shows both.
+
 A coverage figure from T trials has a standard error of about sqrt(0.95 * 0.05 / T): 0.7 points
 at the default 1000 trials. Runtime of a default run: about two minutes on one core.
 """
@@ -29,6 +35,7 @@ from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
 from ablate.backend.analysis.comparison import Pair, compare_many
 from ablate.backend.analysis.factorial import analyze_factorial
 from ablate.backend.analysis.regression import ReleasePair, compare_releases_many, lookback
+from ablate.backend.analysis.session import session_variance
 from ablate.backend.analysis.stats import summarize_many
 
 SIZES = (2, 3, 5, 10)
@@ -454,6 +461,90 @@ def suspects(trials: int, seed: int) -> None:
     )
 
 
+def _session_draw(
+    rng: np.random.Generator, mult: np.ndarray, level: float, n: int, cv: float
+) -> list[np.ndarray]:
+    """One release's session: every cell shifted by its own session effect (log-normal, ``level``)."""
+    shift = np.exp(level * rng.standard_normal(mult.size))
+    return [draw(rng, n, MU * m * s, cv, "lognormal") for m, s in zip(mult, shift, strict=True)]
+
+
+def session_noise(trials: int, seed: int) -> None:
+    """compare_releases_many with and without the between-session variance (session_variance).
+
+    A pool of 20 cells; each (release, cell) session shifts the cell's repeats by a shared log-normal
+    effect of the given level; 5 earlier releases (the last is the baseline) give tau^2; the new
+    release has 19 unchanged cells and one 15% drop, compared as one family. Before: session noise
+    ignored (what compare_releases_many did without session_var)."""
+    rows = []
+    cells, earlier = 20, 5
+    releases = max(20, trials // cells)
+    for level in (0.0, 0.01, 0.02):
+        for n in (3, 5, 10):
+            cv = 0.02
+            rng = np.random.default_rng([seed, 15, n, int(level * 1000)])
+            stats_: dict[str, list[float]] = {
+                k: [] for k in ("fb", "fa", "cb", "ca", "pb", "pa", "cdb", "cda")
+            }
+            taus = []
+            for _ in range(releases):
+                truth = np.ones(cells)
+                truth[-1] = 0.85
+
+                history = [_session_draw(rng, np.ones(cells), level, n, cv) for _ in range(earlier)]
+                new = _session_draw(rng, truth, level, n, cv)
+                sv = session_variance([[h[i] for h in history] for i in range(cells)])
+                tau2 = sv.tau2 or 0.0
+                taus.append(math.sqrt(tau2))
+                for after in (False, True):
+                    pairs = [
+                        ReleasePair(
+                            history[-1][i],
+                            new[i],
+                            METRIC,
+                            session_var=2 * tau2 if after else 0.0,
+                            session_df=sv.df if after else None,
+                        )
+                        for i in range(cells)
+                    ]
+                    res = compare_releases_many(pairs)
+                    tag = "a" if after else "b"
+                    for r in res[:-1]:
+                        stats_["f" + tag].append(r.verdict in ("regressed", "improved"))
+                        stats_["c" + tag].append(bool(covers(r.change_ci_low, r.change_ci_high, 0.0)))
+                    d = res[-1]
+                    stats_["p" + tag].append(d.verdict == "regressed")
+                    stats_["cd" + tag].append(bool(covers(d.change_ci_low, d.change_ci_high, -15.0)))
+            m = {k: pct(sum(v) / len(v)) for k, v in stats_.items()}
+            rows.append(
+                (
+                    f"{level:.0%}",
+                    n,
+                    releases * (cells - 1),
+                    f"{float(np.median(taus)):.2%}",
+                    f"{m['fb']} / {m['fa']}",
+                    f"{m['cb']} / {m['ca']}",
+                    f"{m['pb']} / {m['pa']}",
+                    f"{m['cdb']} / {m['cda']}",
+                )
+            )
+    table(
+        "Session noise (compare_releases_many + session_variance; 20 cells, 5 earlier releases, CV 2%); "
+        "before / after",
+        [
+            "session level",
+            "n",
+            "unchanged comparisons",
+            "median tau estimate",
+            "false verdicts",
+            "coverage (unchanged)",
+            "15% drop found",
+            "coverage (drop)",
+        ],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
     "two_sample_unequal": two_sample_unequal_noise,
@@ -467,6 +558,7 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "zero_variance": zero_variance,
     "two_values": two_values,
     "suspects": suspects,
+    "session_noise": session_noise,
 }
 
 

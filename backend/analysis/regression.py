@@ -91,6 +91,8 @@ class RegressionResult:
     reasons: tuple[str, ...]
     # Unchanged, past the threshold, p < alpha but q >= alpha: unconfirmed, shown apart (module doc).
     suspect: bool = False
+    # Between-session variance added to the difference's (log scale; 0: none, e.g. same session).
+    session_var: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,11 @@ class ReleasePair:
     metric: str
     unit: str | None = None
     better: str | None = None  # a custom metric's stored direction ("higher" / "lower")
+    # Variance of the difference the repeats cannot show (2 tau^2 for two sessions, analysis/session.py),
+    # the df of its estimate, and what the result's reasons say about it.
+    session_var: float = 0.0
+    session_df: float | None = None
+    session_note: str | None = None
 
 
 def compare_releases_many(
@@ -115,7 +122,10 @@ def compare_releases_many(
     """:func:`compare_releases` of many pairs, their p-values adjusted as one family (Benjamini-
     Hochberg) when ``adjust``: pass every comparison of one release in one call."""
     cleaned = [(clean_values(p.baseline), clean_values(p.contender)) for p in pairs]
-    tests = [welch_log(c, b, confidence) for b, c in cleaned]
+    tests = [
+        welch_log(c, b, confidence, extra_var=p.session_var, extra_df=p.session_df)
+        for p, (b, c) in zip(pairs, cleaned, strict=True)
+    ]
     raw = [None if t is None else t.p_value for t in tests]
     adjusted = bh_adjust(raw) if adjust else raw
     method = BH_METHOD if adjust else "none"
@@ -221,6 +231,8 @@ def _compare(
         elif significant:
             reasons.append(f"significant but below the {threshold_pct:g}% threshold")
 
+    if pair.session_note and t is not None:
+        reasons.append(pair.session_note)
     return RegressionResult(
         metric=metric,
         unit=mdef.unit,
@@ -250,6 +262,7 @@ def _compare(
         confidence=confidence,
         reasons=tuple(reasons),
         suspect=suspect,
+        session_var=pair.session_var if t is not None else 0.0,
     )
 
 

@@ -289,7 +289,14 @@ def _log_ratios(x: np.ndarray, ref: float) -> list[float]:
     return (np.log(x) - math.log(ref)).tolist()
 
 
-def welch_log(c: np.ndarray, r: np.ndarray, confidence: float = 0.95) -> WelchLog | None:
+def welch_log(
+    c: np.ndarray,
+    r: np.ndarray,
+    confidence: float = 0.95,
+    *,
+    extra_var: float = 0.0,
+    extra_df: float | None = None,
+) -> WelchLog | None:
     """Welch's unequal-variance t on log values of two positive samples (>= 2 values each).
 
     With two values on a side that side's variance has one degree of freedom, and the interval must
@@ -297,6 +304,10 @@ def welch_log(c: np.ndarray, r: np.ndarray, confidence: float = 0.95) -> WelchLo
     was 5x noisier, Welch-Satterthwaite 89-90%. So Welch's SE is used with its df capped at
     :data:`TWO_VALUES_MAX_DF` (named in ``method``): 95-99.9% whatever the noise ratio (conservative
     when the noise is equal); a 20% drop at CV 2% is found 76% of the time at 2 vs 2 (df 1: 53%).
+    ``extra_var`` is variance of the difference that the repeats cannot show (between-session
+    variance, analysis/session.py: ``2 tau^2`` for two releases measured in different sessions),
+    estimated with ``extra_df`` degrees of freedom: it is added to the SE and its term enters the
+    Satterthwaite df.
     None when a side has fewer than two values or a non-positive value. Zero spread on both sides
     (deterministic metrics such as memory): the interval is the point and p is 0 for any difference
     (1 for none), since the difference is then measured without error. Spreads and differences
@@ -312,8 +323,11 @@ def welch_log(c: np.ndarray, r: np.ndarray, confidence: float = 0.95) -> WelchLo
     nc, nr = int(c.size), int(r.size)
     est = mc - mr
     vc, vr = sc * sc / nc, sr * sr / nr
-    se = math.sqrt(vc + vr)
-    df: float = (vc + vr) ** 2 / (vc * vc / (nc - 1) + vr * vr / (nr - 1)) if se > 0 else 0.0
+    extra = extra_var if extra_var > 0 else 0.0
+    se = math.sqrt(vc + vr + extra)
+    extra_term = extra * extra / extra_df if extra and extra_df else 0.0  # known exactly without a df
+    denom = vc * vc / (nc - 1) + vr * vr / (nr - 1) + extra_term
+    df: float = (vc + vr + extra) ** 2 / denom if denom > 0 else (math.inf if se > 0 else 0.0)
     method = WELCH_LOG_TEST
     if min(nc, nr) == 2:
         df = min(df, TWO_VALUES_MAX_DF)

@@ -43,6 +43,7 @@ class RunRow(NamedTuple):
     status: str
     failure_kind: str | None
     study_id: int | None = None
+    busy: bool = False  # its runner marked it measured on a busy host (provenance host_busy)
 
 
 @dataclass
@@ -71,6 +72,7 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
         RunMetric.value,
         RunMetric.unit,
         RunMetric.better,
+        Run.provenance["host_busy"].as_string(),  # in the same query: no statement of its own
     ).outerjoin(RunMetric, RunMetric.run_id == Run.id)
     if release_ids:
         query = query.where(Run.release_id.in_(list(release_ids)))
@@ -79,8 +81,8 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
     rows = Rows()
     # Core rows, not ORM entities: tens of thousands of tuples load several times faster.
     result = session.connection().execute(query).all()  # one bulk fetch, not a fetch per row
-    for rid, rel, cl, wl, var, rep, status, kind, study, name, value, unit, better in result:
-        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind, study)
+    for rid, rel, cl, wl, var, rep, status, kind, study, name, value, unit, better, busy in result:
+        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind, study, busy == "true")
         if name is not None:
             rows.metrics[rid][name] = (float(value), unit)
             if better is not None:
@@ -159,14 +161,9 @@ def pick_metrics(present: Iterable[str], wanted: tuple[str, ...] | None) -> tupl
 HOST_BUSY = Run.provenance["host_busy"].as_string() == "true"
 
 
-def busy_runs(session: Session, release_ids: Sequence[int]) -> set[int]:
-    """Succeeded runs of these releases that their runner marked ``host_busy`` (one query)."""
-    if not release_ids:
-        return set()
-    query = select(Run.id).where(
-        Run.release_id.in_(list(release_ids)), Run.status == RunStatus.succeeded, NOT_EXCLUDED, HOST_BUSY
-    )
-    return set(session.scalars(query))
+def busy_runs(rows: Rows) -> set[int]:
+    """Succeeded runs among ``rows`` that their runner marked ``host_busy``."""
+    return {rid for rid, r in rows.runs.items() if r.busy and r.status == RunStatus.succeeded}
 
 
 def values_by_release(
@@ -177,7 +174,7 @@ def values_by_release(
     out: dict[int, dict[Cell, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
-    for rid, (rel, cl, wl, var, _rep, status, _kind, _study) in rows.runs.items():
+    for rid, (rel, cl, wl, var, _rep, status, _kind, _study, _busy) in rows.runs.items():
         if status != RunStatus.succeeded or rid in skip:
             continue
         cell = cat.cell(cl, wl, var)

@@ -32,6 +32,7 @@ from ablate.backend.analysis.factorial import (
     find_factorial_design,
 )
 from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
+from ablate.backend.analysis.session import MIN_DIFFERENCES, SessionVariance, session_variance
 from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import catalog, images
@@ -143,7 +144,7 @@ def build_release_comparison(
     present = {m for cell in by_release.get(release.id, {}).values() for m in cell}
     metrics = pick_metrics(present, opts.metrics)
     # Busy-host runs leave the verdicts unless asked for (opts.busy_hosts); counted per cell either way.
-    busy = busy_runs(session, ids)
+    busy = busy_runs(rows)
     verdict_values = values_by_release(rows, cat, skip=() if opts.busy_hosts else busy)
     older = history_values(
         session, [r.id for r in history if r.id not in ids], metrics, cat, skip_busy=not opts.busy_hosts
@@ -288,6 +289,7 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         directions,
         opts,
         busy_cells,
+        same_session=source == "same-session",
     )
     missing.extend(delta_notes)
     if loaded.busy:
@@ -433,7 +435,7 @@ def _cells(
 ) -> list[CellStatus]:
     errors = {rid: err for rid, _v, _s, _e, _p, err in env_rows}
     by_cell: dict[Cell, list[tuple[int, int, str, str | None]]] = defaultdict(list)
-    for rid, (_rel, cl, wl, var, rep, status, kind, _study) in current_runs.items():
+    for rid, (_rel, cl, wl, var, rep, status, kind, _study, _busy) in current_runs.items():
         by_cell[(cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)].append(
             (rid, rep, status, kind)
         )
@@ -561,6 +563,7 @@ def _deltas(
     directions: Mapping[str, str],  # custom metric -> stored direction
     opts: ComparisonOptions,
     busy_cells: Mapping[Cell, int] | None = None,  # busy-host runs per cell (release and baseline)
+    same_session: bool = False,  # the baseline's runs were re-run beside this release's
 ) -> tuple[tuple[ReleaseDelta, ...], list[str]]:
     """(the deltas, notes on what is missing); the checks of the release run as one batch each, so
     the Benjamini-Hochberg adjustment covers the whole release."""
@@ -568,6 +571,7 @@ def _deltas(
     values = by_release.get(release.id, {})
     base_values = by_release.get(baseline.id, {}) if baseline else {}
     hist_values = [(r.ref, by_release.get(r.id, {})) for r in history]
+    sessions = _session_levels(by_release, history, baseline, metrics)
     rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
     cells = sorted(set(values) | set(base_values), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2]))))
     rows: list[_DeltaRow] = []
@@ -600,7 +604,8 @@ def _deltas(
             else:
                 status = "compared"
                 pair = len(pairs)
-                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric)))
+                var, df, note = _session_term(sessions.get((cell[0], metric)), cell[0], same_session)
+                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric), var, df, note))
             if new and points:
                 look = len(looks)
                 looks.append(
@@ -635,10 +640,50 @@ def _deltas(
     return deltas, notes
 
 
+def _session_levels(
+    by_release: ValuesByRelease, history: Sequence[Release], baseline: Release | None, metrics: Sequence[str]
+) -> dict[tuple[str, str], SessionVariance]:
+    """Between-session variance per (cluster, metric), pooled over the cluster's cells, from the
+    earlier releases only (the lookback releases and the baseline, oldest first): each release's runs
+    of a cell are one session. The release under test never enters its own noise estimate."""
+    earlier = list(history)
+    if baseline is not None and all(r.id != baseline.id for r in earlier):
+        earlier.append(baseline)
+    per: dict[tuple[str, str], list[list[list[float]]]] = defaultdict(list)
+    cells = sorted({cell for r in earlier for cell in by_release.get(r.id, {})})
+    for cell in cells:
+        for metric in metrics:
+            sessions = [list(by_release.get(r.id, {}).get(cell, {}).get(metric, ())) for r in earlier]
+            per[(cell[0], metric)].append(sessions)
+    return {key: session_variance(groups) for key, groups in per.items()}
+
+
+def _session_term(
+    sv: SessionVariance | None, cluster: str, same_session: bool
+) -> tuple[float, float | None, str]:
+    """(variance added to the difference, its df, the reason that says so) for one comparison."""
+    if same_session:
+        return 0.0, None, "same-session baseline: no between-session variance added"
+    if sv is None or sv.tau2 is None:
+        got = 0 if sv is None else sv.n_differences
+        return (
+            0.0,
+            None,
+            f"between-session variance unknown ({got} release-to-release differences on {cluster}, "
+            f"{MIN_DIFFERENCES} needed): the interval counts the repeats' noise only",
+        )
+    return (
+        2.0 * sv.tau2,
+        sv.df,
+        f"between-session variance added: tau {sv.tau2**0.5 * 100:.2g}% "
+        f"({sv.n_differences} release-to-release differences of {sv.n_cells} cells on {cluster})",
+    )
+
+
 def _run_records(rows: Rows, cat: Catalog, releases: Sequence[Release]) -> tuple[RunRecord, ...]:
     order = {r.id: i for i, r in enumerate(releases)}
     records = []
-    for rid, (rel, cl, wl, var, rep, status, _kind, _study) in rows.runs.items():
+    for rid, (rel, cl, wl, var, rep, status, _kind, _study, _busy) in rows.runs.items():
         if rel not in order:
             continue
         records.append(
