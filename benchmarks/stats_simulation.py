@@ -14,7 +14,8 @@ an interval shown as 95% covers the truth 93-97% of the time; false improved/reg
 Issue 27's scenarios, each with its before and after: ``zero_variance`` (deterministic 2x2 designs),
 ``two_values`` (a 2-value side, equal and 5x noisier), ``suspects`` (how many unchanged comparisons
 read "suspect"), ``session_noise`` (a session level of 0-2% between releases, with and without the
-between-session variance). Before-figures of code that changed come from running this file against
+between-session variance), ``drift`` (a steady loss per release: lookback vs trend). Before-figures
+of code that changed come from running this file against
 the previous commit (PYTHONPATH at its tree); docs/statistics.md shows both.
 
 A coverage figure from T trials has a standard error of about sqrt(0.95 * 0.05 / T): 0.7 points
@@ -34,7 +35,13 @@ import numpy as np
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
 from ablate.backend.analysis.comparison import Pair, compare_many
 from ablate.backend.analysis.factorial import analyze_factorial
-from ablate.backend.analysis.regression import ReleasePair, compare_releases_many, lookback
+from ablate.backend.analysis.regression import (
+    LookbackRequest,
+    ReleasePair,
+    compare_releases_many,
+    lookback,
+    trend_many,
+)
 from ablate.backend.analysis.session import session_variance
 from ablate.backend.analysis.stats import summarize_many
 
@@ -545,6 +552,63 @@ def session_noise(trials: int, seed: int) -> None:
     )
 
 
+def drift(trials: int, seed: int) -> None:
+    """lookback (before) and trend_many (after) on a steady loss per release: 5 earlier releases and
+    this one, each a median of 5 repeats at CV 2% plus a 1% session effect."""
+    rows = []
+    for per_release in (0.0, 0.01, 0.02, 0.03):
+        rng = np.random.default_rng([seed, 16, int(per_release * 1000)])
+        looked = trended = 0
+        for _ in range(trials):
+            medians = [
+                float(
+                    np.median(
+                        draw(
+                            rng,
+                            5,
+                            MU * (1 - per_release) ** i * math.exp(0.01 * rng.standard_normal()),
+                            0.02,
+                            "lognormal",
+                        )
+                    )
+                )
+                for i in range(6)
+            ]
+            request = LookbackRequest(medians[-1], medians[:-1], METRIC)
+            looked += lookback(medians[-1], medians[:-1], 5, metric=METRIC).verdict == "regressed"
+            trended += trend_many([request], 5, adjust=False)[0].verdict == "regressed"
+        rows.append((f"{per_release:.0%}", trials, pct(looked / trials), pct(trended / trials)))
+    table(
+        "Drift: a steady loss per release over 6 releases (CV 2%, 1% session level, n=5); flagged regressed",
+        ["loss per release", "trials", "before: lookback", "after: trend (trend_many)"],
+        rows,
+    )
+
+
+def family_power(trials: int, seed: int) -> None:
+    """compare_releases_many: a 5% drop at CV 2% alone and as 1 of 20 comparisons (19 unchanged)."""
+    rows = []
+    for n in (3, 5, 10):
+        rng = np.random.default_rng([seed, 17, n])
+        alone = among = 0
+        for _ in range(trials):
+            pairs = [
+                ReleasePair(draw(rng, n, MU, 0.02, "lognormal"), draw(rng, n, MU, 0.02, "lognormal"), METRIC)
+                for _ in range(19)
+            ]
+            drop = ReleasePair(
+                draw(rng, n, MU, 0.02, "lognormal"), draw(rng, n, MU * 0.95, 0.02, "lognormal"), METRIC
+            )
+            among += compare_releases_many([*pairs, drop])[-1].verdict == "regressed"
+            alone += compare_releases_many([drop])[0].verdict == "regressed"
+        rows.append((n, trials, pct(alone / trials), pct(among / trials)))
+    table(
+        "Power inside the release: a 5% drop at CV 2% (compare_releases_many, BH)",
+        ["n", "trials", "alone", "as 1 of 20 comparisons"],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
     "two_sample_unequal": two_sample_unequal_noise,
@@ -559,6 +623,8 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "two_values": two_values,
     "suspects": suspects,
     "session_noise": session_noise,
+    "drift": drift,
+    "family_power": family_power,
 }
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
+    LOG_RESOLUTION,
     LOG_SHOWN,
     TWO_VALUES_LOG_TEST,
     TWO_VALUES_NOTE,
@@ -437,3 +438,113 @@ def _lookback_result(
         verdict=verdict,
         reasons=tuple(reasons),
     )
+
+
+# Drift ------------------------------------------------------------------------------------------
+
+TREND_METHOD = (
+    "least-squares slope of the log medians of the last K releases and this one, t with n-2 df; "
+    "verdict when q < alpha and the fitted change across the window passes the threshold"
+)
+
+
+@dataclass(frozen=True)
+class TrendResult:
+    """A drift across releases: the slope of log medians over the lookback window and this release.
+
+    The lookback's prediction interval cannot see a drift (its history's spread grows with the drift
+    itself: a noise-free linear drift read t = -1.7 against 2.78); a slope test can.
+    """
+
+    metric: str | None
+    direction: Direction
+    n_releases: int  # points of the fit, this release included
+    slope_pct: float | None  # raw change per release, percent (exp(slope) - 1)
+    change_pct: float | None  # raw fitted change across the window, percent
+    improvement_pct: float | None  # oriented: > 0 is better
+    t: float | None
+    p_value: float | None
+    q_value: float | None
+    alpha: float
+    threshold_pct: float
+    method: str
+    verdict: Verdict | None  # None: too few releases (or a non-positive median)
+    reasons: tuple[str, ...]
+
+
+def _trend_stats(r: LookbackRequest, k: int, min_history: int) -> tuple[list[float], float, float, float]:
+    """(log points, slope, t, p); slope, t and p NaN when the trend does not speak."""
+    used = [float(x) for x in r.history_medians][-k:] if k > 0 else []
+    points = [*used, float(r.new_median)]
+    nan = math.nan
+    if len(used) < max(2, min_history) or min(points) <= 0:
+        return points, nan, nan, nan
+    y = [math.log(v) for v in points]
+    m = len(y)
+    xbar = (m - 1) / 2.0
+    ybar = math.fsum(y) / m
+    sxx = math.fsum((i - xbar) ** 2 for i in range(m))
+    slope = math.fsum((i - xbar) * (v - ybar) for i, v in enumerate(y)) / sxx
+    sse = math.fsum((v - (ybar + slope * (i - xbar))) ** 2 for i, v in enumerate(y))
+    # Residuals at rounding level are none (a noise-free line): the slope is then exact.
+    if math.sqrt(sse / (m - 2)) < LOG_RESOLUTION:
+        if abs(slope) < LOG_RESOLUTION:
+            return points, 0.0, 0.0, 1.0
+        return points, slope, math.copysign(math.inf, slope), 0.0
+    t = slope / math.sqrt(sse / (m - 2) / sxx)
+    return points, slope, t, t_two_sided_p(t, m - 2)
+
+
+def trend_many(
+    requests: Sequence[LookbackRequest],
+    k: int = 5,
+    *,
+    alpha: float = 0.05,
+    min_history: int = 4,
+    threshold_pct: float = 3.0,
+    adjust: bool = True,
+) -> list[TrendResult]:
+    """The drift test of every lookback request (the same inputs), adjusted as one family."""
+    parts = [_trend_stats(r, k, min_history) for r in requests]
+    raw = [None if math.isnan(p) else p for *_x, p in parts]
+    adjusted = bh_adjust(raw) if adjust else raw
+    out = []
+    for r, (points, slope, t, p), q in zip(requests, parts, adjusted, strict=True):
+        direction: Direction = describe_metric(r.metric, r.unit, r.better).direction if r.metric else "higher"
+        sign = 1.0 if direction == "higher" else -1.0
+        reasons: list[str] = []
+        verdict: Verdict | None = None
+        slope_pct = change = improvement = None
+        if math.isnan(slope):
+            reasons.append(
+                f"{len(points)} releases: the trend needs {max(2, min_history) + 1} with positive medians"
+            )
+        else:
+            slope_pct = _pct(slope)
+            change = _pct(slope * (len(points) - 1))
+            improvement = sign * change
+            exceeds = abs(improvement) >= threshold_pct
+            if exceeds and q is not None and q < alpha:
+                verdict = "improved" if improvement > 0 else "regressed"
+                reasons.append(f"drift: {slope_pct:+.2f}% per release over {len(points)} releases")
+            else:
+                verdict = "unchanged"
+        out.append(
+            TrendResult(
+                metric=r.metric,
+                direction=direction,
+                n_releases=len(points),
+                slope_pct=finite_or_none(slope_pct),
+                change_pct=finite_or_none(change),
+                improvement_pct=finite_or_none(improvement),
+                t=finite_or_none(t),
+                p_value=None if math.isnan(p) else p,
+                q_value=q,
+                alpha=alpha,
+                threshold_pct=threshold_pct,
+                method=TREND_METHOD,
+                verdict=verdict,
+                reasons=tuple(reasons),
+            )
+        )
+    return out

@@ -283,7 +283,11 @@ def lookback_text(d: ReleaseDelta) -> str:
     if lb.verdict is None:
         return f"no verdict ({lb.n_history} releases)"
     t = NA if lb.oriented_t is None else f"{lb.oriented_t:+.2f}"
-    return f"{pct(lb.improvement_pct)} vs mean of {lb.n_history}, t={t} ({lb.verdict})"
+    text = f"{pct(lb.improvement_pct)} vs mean of {lb.n_history}, t={t} ({lb.verdict})"
+    tr = d.trend
+    if tr is not None and tr.verdict in ("improved", "regressed") and tr.slope_pct is not None:
+        text += f"; drift {tr.slope_pct:+.2f}% per release over {tr.n_releases} ({tr.verdict})"
+    return text
 
 
 def _delta_header(unit: str, with_lookback: bool = True) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from ablate.backend.analysis.regression import (
     compare_releases_many,
     lookback,
     lookback_many,
+    trend_many,
 )
 from ablate.backend.analysis.stats import BH_METHOD, bh_adjust
 
@@ -302,3 +303,28 @@ def test_lookback_note_follows_its_own_test():
     assert r.p_value is not None and r.q_value is not None and r.p_value < 0.05 <= r.q_value
     assert r.verdict == "unchanged" and "outside its prediction interval" in r.reasons[0]
     assert "within" not in r.reasons[0]
+
+
+def test_a_steady_drift_is_caught_by_the_trend_not_by_the_lookback():
+    """-1.5% per release without noise: the lookback reads t = -1.7 (its history spreads with the drift)."""
+    hist = [100.0 * 0.985**i for i in range(5)]
+    new = 100.0 * 0.985**5
+    assert lookback(new, hist, metric="throughput_tokens_per_s").verdict == "unchanged"
+    (tr,) = trend_many([LookbackRequest(new, hist, "throughput_tokens_per_s")], adjust=False)
+    assert tr.verdict == "regressed" and tr.n_releases == 6 and tr.p_value == 0.0
+    assert tr.slope_pct == pytest.approx(-1.5) and tr.change_pct == pytest.approx((0.985**5 - 1) * 100)
+    assert tr.reasons == ("drift: -1.50% per release over 6 releases",)
+    # Lower is better: the same slope on step time is an improvement.
+    (st,) = trend_many([LookbackRequest(new, hist, "step_time_s")], adjust=False)
+    assert st.verdict == "improved" and st.improvement_pct == pytest.approx(-st.change_pct)
+
+
+def test_the_trend_needs_history_and_a_slope_past_the_threshold():
+    short = trend_many([LookbackRequest(95.0, [100.0, 99.0, 98.0], "throughput_tokens_per_s")], adjust=False)[
+        0
+    ]
+    assert short.verdict is None and short.p_value is None and "the trend needs 5" in short.reasons[0]
+    flat = trend_many(
+        [LookbackRequest(100.2, [100.0, 100.5, 99.5, 100.1, 99.9], "throughput_tokens_per_s")], adjust=False
+    )[0]
+    assert flat.verdict == "unchanged" and flat.p_value is not None and flat.p_value > 0.05

@@ -60,6 +60,8 @@ def test_session_noise_from_earlier_releases_widens_the_verdicts(database: Datab
         note = next(x for x in d.result.reasons if x.startswith("between-session variance added: tau "))
         # 1.0-1.3 are the earlier sessions: 3 differences in each of the 4 cells.
         assert note.endswith("% (12 release-to-release differences of 4 cells on c)"), note
+        # Four earlier releases and this one: the drift test speaks, one family with the others.
+        assert d.trend is not None and d.trend.n_releases == 5 and d.trend.q_value is not None
     base = next(d for d in deltas if d.variant == "Base")
     assert base.result is not None and base.verdict == "unchanged"
     assert base.result.improvement_pct is not None and base.result.improvement_pct < -3

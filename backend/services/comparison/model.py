@@ -18,8 +18,10 @@ from ablate.backend.analysis.regression import (
     LookbackResult,
     RegressionResult,
     ReleasePair,
+    TrendResult,
     compare_releases_many,
     lookback_many,
+    trend_many,
 )
 from ablate.backend.analysis.stats import BH_METHOD, DEFAULT_N_RESAMPLES, NOISY_METHOD, SUMMARY_CI_METHOD
 from ablate.backend.services.comparison.jsontext import fields_of, to_jsonable
@@ -94,6 +96,16 @@ class ComparisonOptions:
         Benjamini-Hochberg family."""
         return compare_releases_many(
             pairs, threshold_pct=self.threshold_pct, alpha=self.alpha, confidence=self.confidence
+        )
+
+    def trends(self, requests: Sequence[LookbackRequest]) -> list[TrendResult]:
+        """The drift test of every lookback request of one release: one Benjamini-Hochberg family."""
+        return trend_many(
+            requests,
+            self.lookback,
+            alpha=self.alpha,
+            min_history=self.lookback_min_history,
+            threshold_pct=self.threshold_pct,
         )
 
     def lookbacks(self, requests: Sequence[LookbackRequest]) -> list[LookbackResult]:
@@ -227,6 +239,8 @@ class ReleaseDelta:
     # comparison's ``busy_hosts`` option keeps them (``busy_included``). Every verdict row shows it.
     busy_runs: int = 0
     busy_included: bool = False
+    # The drift across the lookback window and this release (a slope the lookback cannot see).
+    trend: TrendResult | None = None
 
     @property
     def verdict(self) -> str | None:

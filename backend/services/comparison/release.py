@@ -623,6 +623,7 @@ def _deltas(
         notes.append(f"{no_baseline_data} cell/metric pairs have no succeeded runs in {baseline.ref}")
     results = opts.compare(pairs)
     lookbacks = opts.lookbacks(looks)
+    trends = opts.trends(looks)
     deltas = tuple(
         ReleaseDelta(
             *r.cell,
@@ -634,6 +635,7 @@ def _deltas(
             r.history,
             busy_runs=(busy_cells or {}).get(r.cell, 0),
             busy_included=opts.busy_hosts,
+            trend=None if r.look is None else trends[r.look],
         )
         for r in rows
     )

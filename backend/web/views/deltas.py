@@ -75,6 +75,10 @@ def delta_row(d: ReleaseDelta, sides: Sides | None = None) -> DeltaRow:
     lb = d.lookback
     if lb is not None and lb.verdict is not None and lb.improvement_pct is not None:
         look = f"lookback: {lb.improvement_pct:+.1f}% vs last {lb.n_history} ({lb.verdict})"
+    tr = d.trend
+    if tr is not None and tr.verdict in ("improved", "regressed") and tr.slope_pct is not None:
+        drift = f"drift: {tr.slope_pct:+.2f}% per release over {tr.n_releases} ({tr.verdict})"
+        look = f"{look}; {drift}" if look else drift
     # A lookback that does not speak (too little history) says why in the row's reasons, not here.
     reasons = [*(r.reasons if r else ()), *(f"lookback: {x}" for x in (lb.reasons if lb else ()))]
     return DeltaRow(
