@@ -70,8 +70,13 @@ def test_session_noise_from_earlier_releases_widens_the_verdicts(database: Datab
 def test_without_enough_history_the_session_noise_is_unknown_and_said(database: Database) -> None:
     rng = np.random.default_rng(8)
     _submit(database, ["1.0", "1.1"], np.ones((2, len(VARIANTS))), rng)
-    (d, *_rest) = _deltas(database, f"{IMAGE}:1.1")
+    opts = svc.ComparisonOptions(metrics=(TPUT,), n_resamples=99)
+    with database.read() as s:
+        comparison = svc.build_release_comparison(s, f"{IMAGE}:1.1", options=opts)
+    d = comparison.deltas[0]
     assert d.result is not None and d.result.session_var == 0.0
+    assert not any("between-session" in x for x in d.result.reasons)
     assert any(
-        x.startswith("between-session variance unknown (0 release-to-release") for x in d.result.reasons
+        m.startswith("between-session variance unknown on c (0 release-to-release differences, 3 needed")
+        for m in comparison.missing
     )

@@ -619,6 +619,21 @@ def _deltas(
                 )
             if new or old:
                 rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points))
+    unknown = sorted(
+        {
+            (cell[0], metric)
+            for cell, metric in ((r.cell, r.metric) for r in rows if r.pair is not None)
+            if (sv := sessions.get((cell[0], metric))) is None or sv.tau2 is None
+        }
+    )
+    if unknown and not same_session:
+        for cluster in sorted({c for c, _m in unknown}):
+            got = max((sv.n_differences for (c, _m), sv in sessions.items() if c == cluster), default=0)
+            notes.append(
+                f"between-session variance unknown on {cluster} ({got} release-to-release differences, "
+                f"{MIN_DIFFERENCES} needed: too few earlier releases): its release-over-release intervals "
+                "count the repeats' noise only"
+            )
     if baseline is not None and no_baseline_data:
         notes.append(f"{no_baseline_data} cell/metric pairs have no succeeded runs in {baseline.ref}")
     results = opts.compare(pairs)
@@ -662,18 +677,12 @@ def _session_levels(
 
 def _session_term(
     sv: SessionVariance | None, cluster: str, same_session: bool
-) -> tuple[float, float | None, str]:
+) -> tuple[float, float | None, str | None]:
     """(variance added to the difference, its df, the reason that says so) for one comparison."""
     if same_session:
         return 0.0, None, "same-session baseline: no between-session variance added"
     if sv is None or sv.tau2 is None:
-        got = 0 if sv is None else sv.n_differences
-        return (
-            0.0,
-            None,
-            f"between-session variance unknown ({got} release-to-release differences on {cluster}, "
-            f"{MIN_DIFFERENCES} needed): the interval counts the repeats' noise only",
-        )
+        return 0.0, None, None  # said once per cluster in the comparison's notes (_deltas)
     return (
         2.0 * sv.tau2,
         sv.df,
