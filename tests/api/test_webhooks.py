@@ -406,3 +406,40 @@ def test_a_server_killed_mid_delivery_sends_the_event_again_under_the_same_id(
     finally:
         server.kill()
         server.wait(30)
+
+
+def test_the_webhook_commands_over_the_server(hooked: LiveServer, receiver: Receiver) -> None:
+    from typer.testing import CliRunner
+
+    from ablate.backend.cli.main import app
+
+    runner = CliRunner()
+    token = make_token(hooked.database, "hook-admin", "admin")
+    remote = ["--server", hooked.url, "--token", token]
+    # the secret from standard input (no echo, not in the shell's history)
+    added = runner.invoke(
+        app, ["webhook", "add", receiver.url, "-e", "study.finished", "--json", *remote], input=f"{SECRET}\n"
+    )
+    assert added.exit_code == 0, added.output
+    hook = json.loads(added.stdout[added.stdout.index("{") :])
+    assert hook["events"] == ["study.finished"] and SECRET not in added.stdout
+    listed = runner.invoke(app, ["webhook", "list", *remote])
+    assert listed.exit_code == 0 and receiver.url in listed.stdout and "study.finished" in listed.stdout
+    _catalog(hooked.database)
+    _finish_study(hooked.database, ["succeeded"])
+    [item] = receiver.wait_for(1)
+    wait_until(lambda: settled(hooked.database), what="outbox drained")
+    shown = runner.invoke(app, ["webhook", "deliveries", str(hook["id"]), *remote])
+    assert shown.exit_code == 0, shown.output
+    assert item.headers["x-ablate-delivery"] in shown.stdout and "delivered" in shown.stdout
+    submitter = make_token(hooked.database, "hook-ci", "submit")
+    refused = runner.invoke(app, ["webhook", "list", "--server", hooked.url, "--token", submitter])
+    assert refused.exit_code == 1 and "HTTP 403" in str(refused.exception)
+    bad = runner.invoke(
+        app, ["webhook", "add", receiver.url, "-e", "study.done", "--secret", SECRET, *remote]
+    )
+    assert bad.exit_code == 1 and "unknown event 'study.done'" in str(bad.exception)
+    removed = runner.invoke(app, ["webhook", "remove", str(hook["id"]), *remote])
+    assert removed.exit_code == 0 and f"removed webhook {hook['id']}" in removed.stdout
+    again = runner.invoke(app, ["webhook", "remove", str(hook["id"]), *remote])
+    assert again.exit_code == 1 and "does not exist" in str(again.exception)
