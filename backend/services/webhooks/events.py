@@ -30,7 +30,7 @@ def study_ended(session: Session, study: Study, counts: Counter[str]) -> list[st
         outcome = f"finished: {total} run(s) succeeded"
     else:
         outcome = f"failed: {counts.get('failed', 0)} of {total} run(s) failed"
-    text = f"Ablate: study {study.id} ({study.name}) {outcome}. <{url}|Open the study>"
+    text = f"Ablate: study {study.id} ({study.name}) {outcome}.{_slack_link(url, 'Open the study')}"
     fields: dict[str, Any] = {
         "study": {
             "id": study.id,
@@ -47,6 +47,12 @@ def study_ended(session: Session, study: Study, counts: Counter[str]) -> list[st
         }
     }
     return enqueue(session, event, text, fields)
+
+
+def _slack_link(url: str, label: str) -> str:
+    """`` <url|label>`` (Slack's link syntax) for an absolute URL; nothing for a bare path
+    (``ABLATE_PUBLIC_URL`` unset), which a chat could not open."""
+    return f" <{url}|{label}>" if url.startswith(("http://", "https://")) else ""
 
 
 def _pct(value: Any) -> str:
@@ -73,7 +79,7 @@ def release_changed(
             else f"• {c['cluster']} / {c['workload']} / {c['variant']}: {c['metric']} {_pct(c['change_pct'])}"
             for c in cells
         ]
-    text = "\n".join([head + f". <{url}|Open the release>", *lines[:20]])
+    text = "\n".join([f"{head}.{_slack_link(url, 'Open the release')}", *lines[:20]])
     if len(lines) > 20:
         text += f"\n… and {len(lines) - 20} more"
     fields = {"release": {"ref": release.ref, "baseline": baseline, "url": url}, "cells": cells}
