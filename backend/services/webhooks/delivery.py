@@ -142,8 +142,8 @@ def send(client: httpx.Client, due: Due, *, allow_private: bool) -> Outcome:
         return Outcome(None, str(exc)[:MAX_ERROR], took())
     try:
         response = client.post(due.url, content=body, headers=headers_for(due, body))
-    except httpx.HTTPError as exc:
-        return Outcome(None, f"{type(exc).__name__}: {exc}"[:MAX_ERROR] or type(exc).__name__, took())
+    except Exception as exc:  # any failure to send is this attempt's error, never the worker's end
+        return Outcome(None, f"{type(exc).__name__}: {exc}"[:MAX_ERROR], took())
     if 200 <= response.status_code < 300:
         return Outcome(response.status_code, None, took())
     answer = response.text.strip().replace("\n", " ")[:200]

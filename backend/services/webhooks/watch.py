@@ -148,23 +148,39 @@ def _announce(database: Database, settings: Settings, release_id: int) -> list[s
         return sent
 
 
+def listening(session: Session) -> bool:
+    """Whether any webhook subscribes to a release event."""
+    return bool(
+        subscribers(session, WebhookEvent.release_regression)
+        or subscribers(session, WebhookEvent.release_resolved)
+    )
+
+
+def mark_checked(session: Session, release_id: int, version: int) -> None:
+    session.execute(
+        update(ReleaseWatch)
+        .where(ReleaseWatch.release_id == release_id, ReleaseWatch.checked_version < version)
+        .values(checked_version=version)
+    )
+
+
+def mark_all_checked(session: Session) -> None:
+    """Nobody listens to release events: every release counts as looked at, nothing is computed (a
+    later subscriber hears of changes after it subscribed, compared with what was announced before)."""
+    session.execute(
+        update(ReleaseWatch)
+        .where(ReleaseWatch.version > ReleaseWatch.checked_version)
+        .values(checked_version=ReleaseWatch.version)
+    )
+
+
 def check_release(database: Database, settings: Settings, release_id: int, version: int) -> list[str]:
-    """Look again at ``release_id`` (and its successor); returns the delivery ids written. Nothing is
-    computed while no webhook listens to release events (a later subscriber hears of changes after
-    it subscribed, compared with what was announced before)."""
+    """Look again at ``release_id`` (and its successor); returns the delivery ids written."""
     with database.read() as session:
-        listening = bool(
-            subscribers(session, WebhookEvent.release_regression)
-            or subscribers(session, WebhookEvent.release_resolved)
-        )
-        targets = _targets(session, release_id) if listening else []
+        targets = _targets(session, release_id)
     sent: list[str] = []
     for target in targets:
         sent += _announce(database, settings, target)
     with database.transaction() as session:
-        session.execute(
-            update(ReleaseWatch)
-            .where(ReleaseWatch.release_id == release_id, ReleaseWatch.checked_version < version)
-            .values(checked_version=version)
-        )
+        mark_checked(session, release_id, version)
     return sent

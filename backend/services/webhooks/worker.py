@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import httpx
+from sqlalchemy.exc import SQLAlchemyError
 
 from ablate.backend.config import Settings
 from ablate.backend.db.database import Database
@@ -98,13 +99,27 @@ class WebhookWorker:
         return len(claimed)
 
     def check_releases(self) -> int:
-        """Look again at releases with new results; returns how many were looked at."""
+        """Look again at releases with new results; returns how many were looked at. A release whose
+        comparison fails for another reason than the database is logged and passed over (it must not
+        hold up the others); a database error ends the pass and is retried by the supervisor."""
         with self.database.read() as session:
             dirty = watch.dirty_releases(session)
+            listening = watch.listening(session) if dirty else False
+        if dirty and not listening:
+            with self.database.transaction() as session:
+                watch.mark_all_checked(session)
+            return len(dirty)
         for release_id, version in dirty:
             if self._stop.is_set():
                 break
-            watch.check_release(self.database, self.settings, release_id, version)
+            try:
+                watch.check_release(self.database, self.settings, release_id, version)
+            except SQLAlchemyError:
+                raise
+            except Exception:
+                log.exception("webhook worker: the verdicts of release %d could not be checked", release_id)
+                with self.database.transaction() as session:
+                    watch.mark_checked(session, release_id, version)
         return len(dirty)
 
     def step(self) -> bool:
