@@ -50,6 +50,7 @@ from ablate.backend.services import catalog
 from ablate.backend.services.catalog import Entry
 from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
 from ablate.backend.services.errors import Conflict, FieldError, ProblemError, ValidationProblem
+from ablate.backend.services.webhooks import watch
 
 THROUGHPUT = "throughput_tokens_per_s"
 
@@ -302,6 +303,7 @@ def record_run_results(
     write_rows(session, [(item.run.id, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
         session.expire(item.run, ["metrics", "series"])
+    watch.mark_releases(session, {item.run.release_id for item in items})
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
     if study_ids and refresh_studies:
         from ablate.backend.services.studies import refresh_study_statuses
@@ -565,6 +567,7 @@ def submit_results(
     session.add_all(runs.values())
     session.flush()  # one batched INSERT ... RETURNING for all runs
     write_rows(session, [(runs[i].id, rows[i]) for i, _, _ in todo])
+    watch.mark_releases(session, {run.release_id for run in runs.values()})
     ids = [runs[i].id if i in runs else existing[str(keys[i])] for i in range(len(keys))]
     return SubmitOutcome(ids, created=True)
 
