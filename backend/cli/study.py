@@ -233,6 +233,8 @@ def show(
         highlight=False,
         soft_wrap=True,
     )
+    if study.get("waiting"):  # nothing will start (or finish) its runs: say so before the table
+        console.print(study["waiting"], highlight=False, soft_wrap=True, markup=False)
     table = Table("run", "variant", "workload", "r", "status", "attempt", "tokens/s")
     for run in study["runs"]:
         tput = run.get("latest_throughput")
