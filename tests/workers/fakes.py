@@ -27,11 +27,10 @@ def _write_whole(path: Path, text: str) -> None:
 
 class FakeRunner:
     """``runner_options``: ``steps`` and ``step_s`` (progress), ``fail`` ("benchmark"), ``crash_once``
-    (a marker path: the first attempt kills its own Ray worker; each attempt writes its log file),
-    ``child`` (start a long-lived child in its own session and write its pid to
-    ``<log_dir>/run-<id>.child``), ``hang`` (sleep forever), ``nan`` (report a throughput that ingest
-    refuses), ``node_dir`` (write the Ray node id of each rank there), ``hold_until`` (a marker path:
-    wait until it exists)."""
+        (a marker path: the first attempt kills its own Ray worker), ``child`` (start a long-lived child in
+        its own session and write its pid to ``<log_dir>/run-<id>.child``), ``hang`` (sleep forever), ``nan``
+    (report a throughput that ingest refuses), ``node_dir`` (write the Ray node id of each rank there),
+    ``hold_until`` (a marker path: wait until it exists)."""
 
     name = "fake"
 
@@ -44,7 +43,7 @@ class FakeRunner:
     def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
         opts = spec.runner_options
         marker = opts.get("crash_once")
-        if marker:  # one line in this attempt's own log file (a retry must not overwrite the crashed one's)
+        if marker:  # each attempt writes one line in its own log file (a retry must keep the crashed one's)
             log = Path(spec.log_file())
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"fake run {spec.run_id} attempt {spec.attempt}\n")
