@@ -31,6 +31,12 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     with _engine().connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # A table rebuild (batch mode) drops the old copy; with foreign keys on, that delete would
+            # cascade into child rows. The pragma only takes effect outside a transaction.
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
         # batch mode: SQLite cannot ALTER most things, so alembic rebuilds tables there
         context.configure(
             connection=connection,
@@ -41,6 +47,12 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         connection.commit()
+        if sqlite:
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            connection.commit()
+            if broken:
+                raise RuntimeError(f"migration left rows whose parent is gone: {broken[:5]}")
 
 
 if context.is_offline_mode():

@@ -227,7 +227,9 @@ def _summary(arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float) ->
     if n < min_n:
         reasons.append(f"n<{min_n}")
     if upper is not None and upper > noisy_cv:
-        reasons.append(f"cv up to {upper * 100:.2g}% ({confidence * 100:g}% bound) > {noisy_cv * 100:g}%")
+        bound = upper * 100  # two significant digits, never an exponent ("1.6e+02%")
+        said = f"{bound:.2g}" if bound < 100 else f"{bound:.0f}"
+        reasons.append(f"cv up to {said}% ({confidence * 100:g}% bound) > {noisy_cv * 100:g}%")
     return Summary(
         n=n,
         median=median,

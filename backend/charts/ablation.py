@@ -56,6 +56,8 @@ def ablation_bars(
     first = next(iter(ladders.values()), None)
     label = describe_metric(first.metric, first.unit).label if first else "Throughput"
     title = chart_title(f"{label} vs Base", release=release, cluster=cluster)
+    if ladders and all(lad.baseline_missing for lad in ladders.values()):
+        return empty_figure(title, f"no data: no succeeded {_baseline_name(ladders)} runs to compare with")
     if not ladders or not has_data(ladders):
         return empty_figure(title)
     workloads = list(ladders)
@@ -161,7 +163,11 @@ def contribution_waterfall(
     title = chart_title(
         f"{label}: contribution of each optimisation", release=release, cluster=cluster, extra=workload or ""
     )
-    if ladder is None or ladder.baseline_missing or ladder.total is None or ladder.total.ratio is None:
+    if ladder is not None and ladder.baseline_missing:
+        return empty_figure(
+            title, f"no data: no succeeded {ladder.baseline or 'baseline'} runs to compare with"
+        )
+    if ladder is None or ladder.total is None or ladder.total.ratio is None:
         return empty_figure(title)
     chain = [v for v in ladder.variants if v.summary.n and (v.variant == ladder.baseline or v.vs_baseline)]
     if not chain or chain[0].variant != ladder.baseline:

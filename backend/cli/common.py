@@ -16,8 +16,26 @@ from ablate.backend.config import Settings, get_settings
 from ablate.backend.db.database import Database
 from ablate.backend.errors import AblateError
 
-console = Console()
-err_console = Console(stderr=True)
+
+def _console(*, stderr: bool = False) -> Console:
+    """Rich's console; off a terminal (a CI log, a pipe) lines are not wrapped at 80 columns, which
+    broke paths and URLs in two."""
+    plain = Console(stderr=stderr)
+    return plain if plain.is_terminal else Console(stderr=stderr, soft_wrap=True)
+
+
+console = _console()
+err_console = _console(stderr=True)
+
+_typer_type_label = typer.core.TyperOption.display_type_rich
+
+
+def _no_flag_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    # Typer 0.29 labels every flag "<bool>" in --help, although a flag takes no value.
+    return None if self.is_flag else _typer_type_label(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
 
 
 class App(typer.Typer):
@@ -64,9 +82,19 @@ def read_yaml(path: Path) -> Any:
         _check_scalars(loader, node, path, "")
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise AblateError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
+        raise AblateError(f"{path}: not valid YAML: {yaml_problem(exc)}") from None
     finally:
         loader.dispose()
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error as one line that keeps where it is (its own text puts line and column on a later
+    line, which a one-line message used to cut off)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        what = " ".join(p for p in (exc.context, exc.problem) if p) or type(exc).__name__
+        return f"{what}, line {mark.line + 1}, column {mark.column + 1}" if mark else what
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 _YAML_TAG = "tag:yaml.org,2002:"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import quote
 
 import psutil
 import typer
@@ -245,12 +246,16 @@ def demo(
         server = start_background_server(create_app(cfg, database, run_dispatcher=True), sock)
         say(f"dashboard: {server.url}/studies/{study_id}")
         matrix = _watch(database, study_id, log)
-        failed = _report(cfg, database, matrix, release_ref, output, load_before, say)
-        say(f"dashboard: {server.url}/releases/{release_ref}")
+        failed, baseline_ref = _report(cfg, database, matrix, release_ref, output, load_before, say)
         if serve:
+            say(f"dashboard: {server.url}/releases/{release_ref}")
+            if baseline_ref:
+                say(f"compare:   {server.url}/compare?a={quote(baseline_ref)}&b={quote(release_ref)}")
             say("serving until Ctrl-C")
             while server.alive:
                 time.sleep(0.5)
+        else:  # this demo's server stops now: no URL that would be dead when read
+            say(f"to browse it: `ablate serve`, then open /releases/{release_ref} (the dashboard stops now)")
     except KeyboardInterrupt:
         started = time.monotonic()
         if failed is None:  # still running
@@ -277,9 +282,9 @@ def _report(
     output: Path | None,
     load_before: tuple[float, int] | None,
     say: Callable[[str], None],
-) -> int:
-    """Say which runs failed and why, whether the numbers can be trusted, and write the HTML report;
-    returns how many runs did not succeed."""
+) -> tuple[int, str | None]:
+    """Say which runs failed and why, what the study found, whether the numbers can be trusted, and
+    write the HTML report; returns how many runs did not succeed and the release compared against."""
     failed = [r for r in matrix["runs"] if r["status"] != "succeeded"]
     for r in failed:
         console.print(f"[red]run {r['id']} ({r['variant']} r{r['repeat']}) {r['status']}:[/] {r['error']}")
@@ -292,6 +297,8 @@ def _report(
     # The busier end of the measurement is the one that can have spoiled it.
     loads = [x for x in (load_before, load_after) if x is not None]
     load = max(loads) if loads else None
+    for line in demo_service.headlines(comparison):
+        say(line)
     notes = demo_service.trust_notes(comparison, load)
     if notes:
         console.print("[yellow bold]these numbers are not trustworthy:[/]")
@@ -301,4 +308,4 @@ def _report(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(comparison, "html"), encoding="utf-8")
     say(f"report:    {path}")
-    return len(failed)
+    return len(failed), comparison.baseline.ref if comparison.baseline else None

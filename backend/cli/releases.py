@@ -8,8 +8,10 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
+from rich.table import Table
 
 from ablate.backend.cli.common import App, console, open_database, read_yaml, settings
+from ablate.backend.cli.http import client, request_json
 from ablate.backend.cli.hygiene import delete_release
 from ablate.backend.cli.serve import prepare_database
 from ablate.backend.errors import AblateError
@@ -17,7 +19,8 @@ from ablate.backend.schemas.catalog import ReleaseCreate
 from ablate.backend.services import catalog
 
 app = App(
-    help="Releases of training images: import from a manifest file, delete one on a server.",
+    help="Releases of training images: list or delete them on a server, import one from a manifest file, "
+    "inspect an image.",
     no_args_is_help=True,
 )
 
@@ -78,6 +81,34 @@ def import_(
 
 
 app.command("delete")(delete_release)
+
+
+@app.command("list")
+def list_(
+    image: str | None = typer.Option(None, "--image", help="Only this image family."),
+    platform: str | None = typer.Option(None, "--platform", help="Only this platform (gpu, ppu or cpu)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the API's JSON instead of a table."),
+    server: str | None = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL)."),
+    token: str | None = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN)."),
+) -> None:
+    """The releases a server holds, newest first within each image."""
+    params = {k: v for k, v in (("image", image), ("platform", platform)) if v}
+    with client(server, token) as http:
+        rows = request_json(http, "GET", "/releases", params=params)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        console.print("no releases" + (f" matching {params}" if params else ""), highlight=False)
+        return
+    table = Table(box=None)
+    for column in ("release", "platform", "date", "created"):
+        table.add_column(column, no_wrap=column == "release")
+    for r in rows:
+        table.add_row(
+            r["ref"], r["platform"], r["release_date"] or "-", r["created_at"][:16].replace("T", " ")
+        )
+    console.print(table)
 
 
 @app.command("inspect")

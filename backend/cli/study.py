@@ -26,6 +26,7 @@ from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.errors import AblateError
 from ablate.backend.schemas.common import UNION_TAGS
 from ablate.backend.schemas.studies import StudyPlan
+from ablate.workers.runners.torch_llm.protocol import EVENT_PREFIX
 
 app = App(
     help="Studies on a server: submit a plan, follow it, list, show, cancel, delete, read logs.",
@@ -309,7 +310,7 @@ def logs(
         console.print(f"full log on the worker: {run['log_path']}", highlight=False, soft_wrap=True)
     tail = run.get("log_tail")
     if tail:
-        console.print(tail, highlight=False, soft_wrap=True, markup=False)
+        console.print(readable_log(tail), highlight=False, soft_wrap=True, markup=False)
     else:
         console.print("(no log tail stored)")
     for a in found["attempts"]:
@@ -353,8 +354,23 @@ def print_node_logs(http: httpx.Client, run_id: int, node: int, attempt: dict[st
         response = http.get(f"/runs/{run_id}/logs/{f['name']}", params={"attempt": f["attempt"]})
         if response.status_code >= 400:
             raise AblateError(describe_problem(response))
-        sys.stdout.write(response.text)
+        sys.stdout.write(readable_log(response.text))
         sys.stdout.flush()
+
+
+def readable_log(text: str) -> str:
+    """A log without the runner's machine-read progress lines (``@@ablate-event {json}``: the study
+    page's progress comes from them), counted in one line where they were."""
+    kept: list[str] = []
+    hidden = 0
+    for line in text.splitlines(keepends=True):
+        if line.startswith(EVENT_PREFIX):
+            hidden += 1
+            continue
+        kept.append(line)
+    if hidden:
+        kept.append(f"({hidden} progress event line{'s' if hidden != 1 else ''} of the runner not shown)\n")
+    return "".join(kept)
 
 
 app.command("delete")(delete_study)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, MetaData, TypeDecorator
+from sqlalchemy import JSON, DateTime, MetaData, Table, TypeDecorator, event
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase
 
@@ -45,3 +45,11 @@ def utcnow() -> datetime:
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON(), list[Any]: JSON()}
+
+
+@event.listens_for(Table, "after_parent_attach")
+def _never_reuse_ids(table: Table, parent: object) -> None:
+    """SQLite reuses a deleted row's id unless the key says AUTOINCREMENT (migration 0013): audit entries
+    and links would then point at another row. Ignored on PostgreSQL and on composite keys."""
+    if parent is Base.metadata:
+        table.dialect_options["sqlite"]["autoincrement"] = True

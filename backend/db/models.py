@@ -127,6 +127,8 @@ class Cluster(Base):
     nodes: Mapped[int] = mapped_column(Integer, default=1)
     devices_per_node: Mapped[int] = mapped_column(Integer, default=1)
     peak_tflops_per_device: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Memory of one device in GiB (the advisor's budget); None: known from device_model, or asked for.
+    device_memory_gib: Mapped[float | None] = mapped_column(Float, nullable=True)
     interconnect: Mapped[str | None] = mapped_column(String(64), nullable=True)
     ray_address: Mapped[str | None] = mapped_column(String(500), nullable=True)
     # Ray resource that reaches the devices: "GPU", a custom "PPU", or None for CPU only.

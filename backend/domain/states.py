@@ -11,6 +11,7 @@ class Platform(enum.StrEnum):
 
     gpu = "gpu"
     ppu = "ppu"
+    cpu = "cpu"  # a release benchmarked on CPUs only (the demo, the examples, a CPU image)
 
 
 class Accelerator(enum.StrEnum):

@@ -21,7 +21,7 @@ def escape_md(text: str) -> str:
     return _MARKUP.sub(lambda m: "\\" + m.group(0), text).replace("\n", " ").strip() or " "
 
 
-def table_md(table: t.Table, *, level: int = 3) -> str:
+def table_md(table: t.Table, *, level: int = 2) -> str:
     lines = [f"{'#' * level} {escape_md(table.title)}", ""]
     if table.note:
         lines += [f"_{escape_md(table.note)}_", ""]
@@ -35,7 +35,7 @@ def table_md(table: t.Table, *, level: int = 3) -> str:
 
 def _bullets(title: str, items: tuple[str, ...] | list[str]) -> str:
     body = "\n".join(f"- {escape_md(i)}" for i in items) if items else "None."
-    return f"### {title}\n\n{body}\n"
+    return f"## {title}\n\n{body}\n"
 
 
 def render_markdown(
@@ -53,7 +53,7 @@ def render_markdown(
     factorial = t.factorial_tables(c)
     if factorial:
         parts += ["## Factorial effects", ""]
-        parts += [table_md(x) for x in factorial]
+        parts += [table_md(x, level=3) for x in factorial]
     parts += [table_md(x, level=2 if i == 0 else 3) for i, x in enumerate(advisor_tables(advice))]
     parts += [table_md(x) for x in t.delta_tables(c)]
     parts.append(table_md(t.manifest_table(c)))

@@ -59,7 +59,7 @@ class ReleaseNotes(Strict):
 class ReleaseCreate(Strict):
     image: Annotated[Line, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
     tag: Annotated[Line, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s:/]+$")]
-    platform: Literal["gpu", "ppu"]
+    platform: Literal["gpu", "ppu", "cpu"]
     release_date: IsoDate | None = None
     manifest: Manifest = {}
     driver_requirements: FreeDict = {}
@@ -182,6 +182,8 @@ class ClusterDef(Strict):
     nodes: Annotated[Int, Field(ge=1, le=100_000)] = 1
     devices_per_node: Annotated[Int, Field(ge=0, le=1_024)] = 1
     peak_tflops_per_device: Annotated[Float, Field(gt=0, le=1e9)] | None = None
+    # Memory of one device in GiB: the checkpointing advisor's budget (not a label: labels select nodes).
+    device_memory_gib: Annotated[Float, Field(gt=0, le=1e6)] | None = None
     interconnect: ShortText | None = None
     ray_address: Annotated[Line, StringConstraints(max_length=500)] | None = None
     resource_name: ShortText | None = None
@@ -216,6 +218,7 @@ class ClusterOut(Out):
     nodes: int
     devices_per_node: int
     peak_tflops_per_device: float | None
+    device_memory_gib: float | None = None
     interconnect: str | None
     ray_address: str | None
     resource_name: str | None

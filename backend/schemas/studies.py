@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -12,7 +11,6 @@ from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
 from ablate.backend.schemas.common import Int, Line, Name, NameOr, Out, ReleaseRef, Strict
 from ablate.backend.schemas.sweeps import Sweep, expand_ckpt_layers
 
-log = logging.getLogger("ablate.plans")
 RECOMMENDED_REPEATS = 5
 
 
@@ -56,12 +54,6 @@ class StudyPlan(Strict):
         if self.repeats < RECOMMENDED_REPEATS:
             return [few_repeats_warning(self.repeats)]
         return []
-
-    @model_validator(mode="after")
-    def _warn_few_repeats(self) -> StudyPlan:
-        for message in self.advisories():
-            log.warning("plan %s: %s", self.name or self.release, message)
-        return self
 
 
 class StudyRunOut(Out):

@@ -329,6 +329,9 @@ def device_memory(cluster: Cluster, memory_gib: float | None) -> tuple[float, st
         if not (math.isfinite(memory_gib) and memory_gib > 0):
             raise ValidationProblem.at("memory_gib", f"must be a positive number of GiB, got {memory_gib}")
         return memory_gib, "given"
+    if cluster.device_memory_gib is not None:
+        return cluster.device_memory_gib, f"cluster {cluster.name} definition"
+    # A memory_gib label still counts (older setups), though a label also selects Ray nodes.
     labels = cluster.labels or {}
     for key in ("memory_gib", "device_memory_gib"):
         if key in labels:
@@ -348,7 +351,7 @@ def device_memory(cluster: Cluster, memory_gib: float | None) -> tuple[float, st
     raise ValidationProblem.at(
         "memory_gib",
         f"the memory of a device of cluster {cluster.name!r} is not known: pass memory_gib "
-        "(or give the cluster a memory_gib label)",
+        "(or give the cluster definition device_memory_gib)",
     )
 
 

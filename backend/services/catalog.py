@@ -44,8 +44,29 @@ def find_release(session: Session, ref: str, loc: str = "release") -> Release | 
 def get_release(session: Session, ref: str, loc: str = "release") -> Release:
     release = find_release(session, ref, loc)
     if release is None:
-        raise NotFound.at(loc, f"release {ref!r} does not exist")
+        raise NotFound.at(loc, f"release {ref!r} does not exist; {_known_releases(session, ref)}")
     return release
+
+
+def _known_releases(session: Session, ref: str, shown: int = 10) -> str:
+    """What a mistyped reference could have meant: the image's tags, else the images there are."""
+    image, _tag = parse_release_ref(ref)
+    tags = list(
+        session.scalars(
+            select(Release.tag)
+            .where(Release.image == image)
+            .order_by(Release.created_at.desc())
+            .limit(shown + 1)
+        )
+    )
+    if tags:
+        more = ", ..." if len(tags) > shown else ""
+        return f"tags of {image}: {', '.join(tags[:shown])}{more}"
+    images = list(session.scalars(select(Release.image).distinct().order_by(Release.image).limit(shown + 1)))
+    if not images:
+        return "no release is stored yet"
+    more = ", ..." if len(images) > shown else ""
+    return f"no release of image {image!r}; images: {', '.join(images[:shown])}{more}"
 
 
 def list_releases(

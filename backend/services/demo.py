@@ -183,3 +183,23 @@ def trust_notes(comparison: ReleaseComparison, load: tuple[float, int] | None = 
     if untestable:
         notes.append(f"{untestable} release-over-release comparisons are not testable (fewer than 2 repeats)")
     return notes
+
+
+def headlines(comparison: ReleaseComparison) -> list[str]:
+    """What the demo found, one line per workload: the whole ladder's gain over its first rung on the
+    primary metric, with its interval, as the release page's headline says it."""
+    from ablate.backend.domain.formatting import ratio_ci
+    from ablate.backend.domain.metrics import describe_metric
+
+    lines = []
+    for entry in comparison.ladders:
+        total = entry.analysis.total
+        if entry.metric != comparison.primary_metric or total is None or total.ratio is None:
+            continue
+        sure = "significant" if total.significant else "not significant"
+        lines.append(
+            f"headline: {total.contender} is {ratio_ci(total.ratio, total.ci_low, total.ci_high)} "
+            f"{total.reference}'s {describe_metric(entry.metric).label.lower()} on {entry.workload} "
+            f"(95% interval; {sure})"
+        )
+    return lines

@@ -9,6 +9,7 @@ in ``Study.order_seed`` so the order can be reproduced and audited.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from collections.abc import Iterable
@@ -38,6 +39,8 @@ from ablate.backend.services import catalog, dispatchers
 from ablate.backend.services.errors import NotFound, ValidationProblem
 from ablate.backend.services.sweeps import check_ckpt_layers
 
+plans_log = logging.getLogger("ablate.plans")
+
 DEFAULT_RUNNER = "torch-llm"
 # Serialises queue_order allocation between concurrent study creations on PostgreSQL.
 _QUEUE_LOCK = 0x41424C54  # "ABLT"
@@ -66,6 +69,10 @@ def interleaved_cells(
 
 def create_study(session: Session, plan: StudyPlan) -> Study:
     """Resolve the plan's catalog entries, check every factor with its runner, queue the runs."""
+    # Logged where the study is made, not when a plan is read: the CLI reads the plan too and then
+    # prints the server's warnings, so a warning at validation showed twice.
+    for message in plan.advisories():
+        plans_log.warning("plan %s: %s", plan.name or plan.release, message)
     release = catalog.get_release(session, plan.release, "release")
     baseline = catalog.get_release(session, plan.baseline, "baseline") if plan.baseline else None
     if baseline is not None and baseline.id == release.id:

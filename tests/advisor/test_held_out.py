@@ -81,7 +81,7 @@ def test_held_out_k_lies_in_its_prediction_interval(database: Database, sweep: d
         ids = submit_results(session, batch, token_scope="admin", idempotency_key=None).run_ids
     with database.read() as session:
         got = checkpointing_advice(
-            session, "ablate-demo:0.1", "cpu-local", "torch-llm-small-8l-activations", memory_gib=4.0
+            session, "ablate-demo:0.1", "cpu-local-1gib", "torch-llm-small-8l-activations", memory_gib=4.0
         )
     advice = got.advice
     assert advice.basis == "measured" and sorted(advice.memory_run_ids) == sorted(ids)

@@ -1,5 +1,6 @@
 """How the advice service reads stored runs: k from provenance or variant, which memory metric,
-shapes from runner options, the device memory from a cluster label; on both databases."""
+shapes from runner options, the device memory from the cluster definition or a label; on both
+databases."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import pytest
 
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Cluster
+from ablate.backend.schemas.catalog import ClusterDef
 from ablate.backend.schemas.results import ResultsBatch
+from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog
 from ablate.backend.services.advice import checkpointing_advice
 from ablate.backend.services.errors import ValidationProblem
 from ablate.backend.services.ingest import submit_results
+from tests.examples.helpers import PLANS, load_yaml
 
 RELEASE = {"image": "img", "tag": "1", "platform": "gpu"}
 CLUSTER = {"name": "lab", "accelerator": "gpu", "devices_per_node": 1, "labels": {"memory_gib": "48"}}
@@ -106,3 +110,18 @@ def test_a_bad_memory_label_is_refused(database: Database) -> None:
         catalog.get_named(session, Cluster, "lab").labels = {"memory_gib": "lots"}
     with database.read() as session, pytest.raises(ValidationProblem, match="memory_gib='lots'"):
         checkpointing_advice(session, "img:1", "lab", "t")
+
+
+def test_the_cluster_definition_states_device_memory(database: Database) -> None:
+    """Device memory belongs in the cluster definition (a label also selects Ray nodes, and so made
+    the advisor's example unplaceable); it wins over a label, and the example plan states it."""
+    seed(database)
+    with database.transaction() as session:
+        catalog.get_named(session, Cluster, "lab").device_memory_gib = 40.0
+    with database.read() as session:
+        got = checkpointing_advice(session, "img:1", "lab", "t")
+    assert got.device_memory_source == "cluster lab definition" and got.advice.device_memory_gib == 40.0
+    assert got.to_json()["device_memory_source"] == "cluster lab definition"
+    plan = StudyPlan.model_validate(load_yaml(PLANS / "cpu-ckpt-sweep.yaml"))
+    assert isinstance(plan.cluster, ClusterDef)
+    assert plan.cluster.device_memory_gib == 1 and "memory_gib" not in plan.cluster.labels

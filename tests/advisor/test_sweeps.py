@@ -17,7 +17,7 @@ from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog, studies, tokens
 from ablate.backend.services.advice import workload_shape
 from ablate.backend.services.errors import ValidationProblem
-from tests.examples.helpers import EXAMPLE_RELEASE, PLANS, load_yaml
+from tests.examples.helpers import PLANS, SWEEP_RELEASE, load_yaml
 from tests.support.live_server import start_live_server
 
 SWEEP_PLAN = PLANS / "cpu-ckpt-sweep.yaml"
@@ -72,7 +72,7 @@ def test_bad_sweeps_are_refused(changes: dict[str, object], text: str) -> None:
 
 def test_the_sweep_plan_queues_its_runs(database: Database) -> None:
     with database.transaction() as session:
-        catalog.import_release(session, load_release_file(EXAMPLE_RELEASE))
+        catalog.import_release(session, load_release_file(SWEEP_RELEASE))
         study = studies.create_study(session, plan())
         assert len(study.runs) == 5 * 2
     with database.read() as session:
@@ -85,7 +85,7 @@ def test_the_sweep_plan_queues_its_runs(database: Database) -> None:
 
 def test_more_checkpointed_layers_than_the_model_has_is_refused(database: Database) -> None:
     with database.transaction() as session:
-        catalog.import_release(session, load_release_file(EXAMPLE_RELEASE))
+        catalog.import_release(session, load_release_file(SWEEP_RELEASE))
     with pytest.raises(ValidationProblem) as err, database.transaction() as session:
         studies.create_study(session, plan(sweep={"ckpt_layers": [0, 9]}))
     assert err.value.errors[0].loc == "variants[1].runner_options.ckpt_layers"
@@ -136,7 +136,7 @@ def test_a_sweep_plan_over_the_api(db_url: str) -> None:
     live = start_live_server(db_url)
     try:
         with live.database.transaction() as session:
-            catalog.import_release(session, load_release_file(EXAMPLE_RELEASE))
+            catalog.import_release(session, load_release_file(SWEEP_RELEASE))
             _, secret = tokens.create_token(session, "admin", "admin")
         headers = {"Authorization": f"Bearer {secret}"}
         body = load_yaml(SWEEP_PLAN)

@@ -236,3 +236,11 @@ def test_compare_many_adjusts_the_batch_as_one_family(samples, data):
         assert b.adjustment == BH_METHOD
         assert b.significant == (b.q_value is not None and b.q_value < 0.05)
     assert [b.q_value for b in batched] == bh_adjust([s.p_value for s in single])
+
+
+def test_a_huge_cv_bound_is_written_without_an_exponent() -> None:
+    """The report printed "cv up to 1.6e+02%"."""
+    (reason,) = summarize([1.0, 3.0, 9.0, 2.0, 7.0]).reasons
+    assert reason.startswith("cv up to ") and "e+" not in reason
+    bound = float(reason.removeprefix("cv up to ").split("%")[0])
+    assert bound >= 100

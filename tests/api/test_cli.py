@@ -160,3 +160,27 @@ def test_read_with_revoked_token_after_cli_revoke(live_server: LiveServer, clien
     out = runner.invoke(app, ["token", "revoke", "short-lived", "--url", live_server.settings.database_url])
     assert out.exit_code == 0
     assert_problem(client.get("/runs", headers=auth(secret)), 401)
+
+
+def test_release_list_and_a_cpu_release(
+    live_server: LiveServer, tmp_path: Path, client: httpx.Client
+) -> None:
+    """`ablate release list` over the server, filtered; a CPU-only release says `platform: cpu`; an
+    unknown release's error lists the tags there are."""
+    empty = runner.invoke(app, ["release", "list", "--server", live_server.url])
+    assert empty.exit_code == 0 and "no releases" in empty.output, empty.output
+    path = tmp_path / "r.yaml"
+    path.write_text(RELEASE_YAML)
+    url = live_server.settings.database_url
+    assert runner.invoke(app, ["release", "import", str(path), "--url", url]).exit_code == 0
+    path.write_text("image: training-cpu-pytorch\ntag: '0.1'\nplatform: cpu\n")
+    assert runner.invoke(app, ["release", "import", str(path), "--url", url]).exit_code == 0
+    listed = runner.invoke(app, ["release", "list", "--server", live_server.url])
+    assert listed.exit_code == 0, listed.output
+    assert "training-xpu-pytorch:26.01" in listed.output and "training-cpu-pytorch:0.1" in listed.output
+    cpu = runner.invoke(app, ["release", "list", "--platform", "cpu", "--json", "--server", live_server.url])
+    assert [r["ref"] for r in json.loads(cpu.output)] == ["training-cpu-pytorch:0.1"]
+    bad = runner.invoke(app, ["release", "list", "--platform", "tpu", "--server", live_server.url])
+    assert bad.exit_code == 1 and "platform" in str(bad.exception)
+    missing = client.get("/releases/training-xpu-pytorch:26.02").json()
+    assert "does not exist; tags of training-xpu-pytorch: 26.01" in json.dumps(missing)

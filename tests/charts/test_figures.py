@@ -390,3 +390,14 @@ def test_run_series_shows_warmup_apart_and_scales_step_time_to_measured_steps():
     assert fig.layout.yaxis2.range is None and list(fig.data[3].marker.symbol) == ["diamond", "diamond"]
     # Without warm-up steps, one trace per metric as before.
     assert len(run_series({"step_time_s": (steps, times)}).data) == 1
+
+
+def test_a_ladder_without_its_base_runs_says_why_its_charts_are_empty():
+    """A release without Base runs showed an empty chart with no word on why."""
+    no_base = analyze_ladder(
+        [("Base", []), ("Base+ACCL", [1.0, 1.1, 1.05])], "throughput_tokens_per_s", n_resamples=N
+    )
+    assert no_base.baseline_missing
+    for fig in (ablation_bars({"w": no_base}), contribution_waterfall(no_base, workload="w")):
+        (note,) = fig.layout.annotations
+        assert note.text == "no data: no succeeded Base runs to compare with"

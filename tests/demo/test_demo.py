@@ -43,6 +43,12 @@ def test_demo_runs_a_real_study_writes_a_report_and_runs_again(tmp_path: Path) -
     assert "Traceback" not in first.stdout + first.stderr
     report = tmp_path / "reports" / "ablate-demo_0.1-report.html"
     assert f"report:    {report}" in first.stdout
+    # It ends with what it found, and no dashboard URL that is dead once it returns (--no-serve).
+    assert re.search(
+        r"^headline: \+CompilerOpt\+CkptOpt is [\d.]+\u00d7 \[[\d.]+, [\d.]+\] Base's ", first.stdout, re.M
+    )
+    after = first.stdout[first.stdout.index("report:    ") :]
+    assert "dashboard: http" not in after and "to browse it: `ablate serve`" in after
     html = report.read_text(encoding="utf-8")
     for variant in ("Base", "+CompilerOpt", "+CkptOpt", "+CompilerOpt+CkptOpt"):
         assert variant in html

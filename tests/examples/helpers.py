@@ -16,7 +16,12 @@ EXAMPLES = ROOT / "examples"
 RELEASES = EXAMPLES / "releases"
 PLANS = EXAMPLES / "plans"
 DEMO_RELEASE = EXAMPLES / "demo" / "release.yaml"
-EXAMPLE_RELEASE = EXAMPLES / "example-release.yaml"
+# One synthetic release per example, so that no example changes what another shows.
+EXAMPLE_RELEASES = EXAMPLES / "example-releases"
+FACTORIAL_RELEASE = EXAMPLE_RELEASES / "factorial.yaml"
+SWEEP_RELEASE = EXAMPLE_RELEASES / "ckpt-sweep.yaml"
+CI_RESULTS_RELEASE = EXAMPLE_RELEASES / "ci-results.yaml"
+EXAMPLE_RELEASE_FILES = (FACTORIAL_RELEASE, SWEEP_RELEASE, CI_RESULTS_RELEASE)
 SAMPLE_RESULTS = EXAMPLES / "results" / "sample-results.json"
 # shared/ lies beside the checkout (and beside CI's clone).
 SEEDS = ROOT.parent / "shared" / "seeds"

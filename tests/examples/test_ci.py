@@ -24,8 +24,8 @@ from ablate.backend.schemas.results import ResultsBatch
 from ablate.backend.services import catalog, tokens
 from tests.examples.helpers import (
     ABLATE,
+    CI_RESULTS_RELEASE,
     DEMO_RELEASE,
-    EXAMPLE_RELEASE,
     EXAMPLES,
     NV_2512,
     PLANS,
@@ -59,7 +59,7 @@ def test_script_says_what_it_needs(script: Path, tmp_path: Path) -> None:
 def test_sample_results_follow_the_contract() -> None:
     raw = json.loads(SAMPLE_RESULTS.read_text(encoding="utf-8"))
     batch = ResultsBatch.model_validate(raw)
-    example = load_yaml(EXAMPLE_RELEASE)
+    example = load_yaml(CI_RESULTS_RELEASE)
     demo = load_yaml(DEMO_RELEASE)
     for result in batch.results:
         # Synthetic values for the example release: never claimed for a real release, nor the demo's.
@@ -205,7 +205,7 @@ def test_github_workflow_runs_the_loop_against_a_live_server(
 @pytest.fixture
 def server(db_url: str, database: Database) -> Iterator[tuple[LiveServer, str]]:
     with database.transaction() as session:
-        catalog.import_release(session, load_release_file(EXAMPLE_RELEASE))
+        catalog.import_release(session, load_release_file(CI_RESULTS_RELEASE))
         _, secret = tokens.create_token(session, "ci-example", "submit")
     live = start_live_server(db_url)
     try:

@@ -20,7 +20,7 @@ from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import catalog, studies
 from ablate.workers.envrules import plan_environment
 from ablate.workers.parsers import get_parser
-from tests.examples.helpers import EXAMPLE_RELEASE, PLANS, REAL_RELEASES, ROOT, load_yaml
+from tests.examples.helpers import EXAMPLE_RELEASE_FILES, PLANS, REAL_RELEASES, ROOT, load_yaml
 
 PLAN_FILES = sorted(PLANS.glob("*.yaml"))
 GPU = PLANS / "gpu-ladder-nv-25.12.yaml"
@@ -128,7 +128,7 @@ def _as_dict(row: Any, *fields: str) -> dict[str, Any]:
 
 def test_all_plans_queue_in_one_database(database: Database) -> None:
     with database.transaction() as session:
-        for path in (*REAL_RELEASES, EXAMPLE_RELEASE):
+        for path in (*REAL_RELEASES, *EXAMPLE_RELEASE_FILES):
             catalog.import_release(session, load_release_file(path))
         created = {path.name: studies.create_study(session, plan(path)) for path in PLAN_FILES}
         counts = {name: len(study.runs) for name, study in created.items()}

@@ -14,7 +14,7 @@ from ablate.backend.db.database import Database
 from ablate.backend.services import catalog
 from tests.examples.helpers import (
     DEMO_RELEASE,
-    EXAMPLE_RELEASE,
+    EXAMPLE_RELEASE_FILES,
     NV_2512,
     REAL_RELEASES,
     SEED_OF,
@@ -29,7 +29,7 @@ NOTE_KEYS = {"features", "fixes", "known_issues", "environment_rules"}
 TOP_KEYS = {"image", "tag", "platform", "release_date", "manifest", "driver_requirements", "notes"}
 
 
-@pytest.mark.parametrize("path", [*REAL_RELEASES, DEMO_RELEASE, EXAMPLE_RELEASE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*REAL_RELEASES, DEMO_RELEASE, *EXAMPLE_RELEASE_FILES], ids=lambda p: p.name)
 def test_file_follows_the_schema(path: Path) -> None:
     raw = load_yaml(path)
     assert set(raw) <= TOP_KEYS

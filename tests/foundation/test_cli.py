@@ -135,3 +135,27 @@ def test_report_refuses_an_unknown_metric_with_a_suggestion(db_url: str) -> None
     assert_one_line_error(
         proc, "unknown metric 'throughput_tokens_per_sec'", "did you mean 'throughput_tokens_per_s'"
     )
+
+
+def test_study_logs_hide_the_runners_progress_events() -> None:
+    """`ablate study logs` printed raw ``@@ablate-event {json}`` lines; it keeps the log and counts them."""
+    from ablate.backend.cli.study import readable_log
+
+    log = 'step 1\n@@ablate-event {"step": 1}\n@@ablate-event {"step": 2}\nRuntimeError: boom\n'
+    hidden = "(2 progress event lines of the runner not shown)\n"
+    assert readable_log(log) == "step 1\nRuntimeError: boom\n" + hidden
+    assert readable_log("plain\n") == "plain\n"
+
+
+def test_paths_are_not_broken_at_80_columns_off_a_terminal(tmp_path: Path) -> None:
+    """In a CI log (no terminal) Rich wrapped lines at 80 columns, cutting paths in two."""
+    deep = tmp_path / ("x" * 60) / ("y" * 60)
+    url = f"sqlite:///{deep / 'db.sqlite'}"
+    release = Path(__file__).resolve().parents[2] / "examples" / "example-releases" / "ci-results.yaml"
+    assert ablate("db", "upgrade", "--url", url).returncode == 0
+    assert ablate("release", "import", str(release), "--url", url).returncode == 0
+    out = ablate(
+        "report", "ablate-example-ci-results:0.1", "-f", "md", "-o", str(deep / "r.md"), "--url", url
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"wrote md report of ablate-example-ci-results:0.1 to {deep / 'r.md'}"]

@@ -119,3 +119,82 @@ def test_0008_renumbers_duplicate_ci_repeats_and_keeps_every_run(empty_db_url: s
         4: (3, {"host": "h", "renumbered_from_repeat": "0"}),
         5: (0, {"host": "h"}),
     }
+
+
+def _seed_release_with_runs(conn: object, run_ids: list[int]) -> None:
+    execute = conn.execute  # type: ignore[attr-defined]
+    execute(
+        text(
+            "INSERT INTO releases (id, image, tag, platform, manifest, driver_requirements, notes, "
+            "created_at) VALUES (1, 'img', '1', 'gpu', '{}', '{}', '{}', CURRENT_TIMESTAMP)"
+        )
+    )
+    for table, columns, values in CATALOG_ROWS:
+        execute(
+            text(
+                f"INSERT INTO {table} (id, name, {columns}, created_at) "
+                f"VALUES (1, 'x', {values}, CURRENT_TIMESTAMP)"
+            )
+        )
+    for run_id in run_ids:
+        execute(
+            text(
+                "INSERT INTO runs (id, release_id, cluster_id, workload_id, variant_id, repeat, status, "
+                "attempt, source, queue_order, created_at, updated_at, provenance, environment) VALUES "
+                f"({run_id}, 1, 1, 1, 1, {run_id}, 'succeeded', 1, 'scheduled', 0, CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP, '{}', '{}')"
+            )
+        )
+        execute(
+            text(
+                "INSERT INTO run_metrics (run_id, name, value, unit, better) "
+                f"VALUES ({run_id}, 'throughput', 1.0, 'tokens/s', 'higher')"
+            )
+        )
+
+
+def _next_run_id(conn: object) -> int:
+    execute = conn.execute  # type: ignore[attr-defined]
+    execute(
+        text(
+            "INSERT INTO runs (release_id, cluster_id, workload_id, variant_id, repeat, status, attempt, "
+            "source, queue_order, created_at, updated_at, provenance, environment) VALUES (1, 1, 1, 1, 99, "
+            "'queued', 1, 'scheduled', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '{}', '{}')"
+        )
+    )
+    return int(execute(text("SELECT max(id) FROM runs")).scalar_one())
+
+
+def test_deleted_ids_are_never_given_to_new_rows(db_url: str) -> None:
+    """SQLite reused the ids of deleted runs (audit entries then named another run); PostgreSQL never did."""
+    engine = make_engine(db_url)
+    with engine.begin() as conn:
+        _seed_release_with_runs(conn, [1, 2, 3])
+        conn.execute(text("DELETE FROM run_metrics WHERE run_id IN (2, 3)"))
+        conn.execute(text("DELETE FROM runs WHERE id IN (2, 3)"))
+        if engine.dialect.name == "postgresql":  # explicit ids above did not move the sequence
+            conn.execute(text("SELECT setval('runs_id_seq', 3)"))
+        assert _next_run_id(conn) == 4
+    engine.dispose()
+
+
+def test_0013_keeps_every_row_and_stops_reusing_ids(empty_db_url: str) -> None:
+    """The rebuild of every table on SQLite keeps rows and their children (foreign keys are off while
+    tables are rebuilt: a cascade would have emptied run_metrics), and from then on ids only grow."""
+    engine = make_engine(empty_db_url)
+    migrate.upgrade(engine, "0008")
+    with engine.begin() as conn:
+        _seed_release_with_runs(conn, [1, 2, 3, 4])
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM run_metrics")).scalar_one() == 4
+        conn.execute(text("DELETE FROM run_metrics WHERE run_id = 4"))
+        conn.execute(text("DELETE FROM runs WHERE id = 4"))
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT setval('runs_id_seq', 4)"))
+        assert _next_run_id(conn) == 5
+    assert _drift(empty_db_url) == []
+    migrate.downgrade(engine, "0008")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM runs")).scalar_one() == 4
+    engine.dispose()

@@ -120,3 +120,18 @@ def test_the_cli_says_one_line_for_month_13(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and "release_date" in proc.stderr and "month" in proc.stderr, (
         proc.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [("a: [1, 2\nb: 3\n", "line 2, column 2"), ("a: 1\n  b: 2\n", "line 2, column 4"), ("a: 'x\n", "line 2")],
+)
+def test_syntax_errors_say_line_and_column(tmp_path: Path, text: str, where: str) -> None:
+    """A YAML syntax error is one line that still says where (PyYAML puts the place on a later line)."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(AblateError) as err:
+        read_yaml(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: not valid YAML: ") and where in message, message
+    assert "\n" not in message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 from datetime import UTC, datetime
@@ -85,6 +86,9 @@ def test_markdown_tables_are_well_formed(standard: Database) -> None:
     regressions = next(t for t in tables if t[0][-1].startswith("Suspects"))
     assert len(regressions) == 3 and regressions[2][3] == LAST and regressions[2][9] == "regressed"
     assert "-8.0%" in regressions[2]  # the shared formatter: percentages with 1 decimal
+    # Headings never skip a level (the report went from # straight to ###).
+    levels = [len(line) - len(line.lstrip("#")) for line in md.splitlines() if line.startswith("#")]
+    assert levels[0] == 1 and all(b - a <= 1 for a, b in itertools.pairwise(levels)), levels
 
 
 def test_csv_has_runs_and_summary(standard: Database) -> None:

@@ -75,7 +75,8 @@ def test_nonzero_exit_fails_with_tail(make_spec: Callable[..., RunSpec]) -> None
     script = EMIT_JSONL + "\nprint('RuntimeError: NCCL error in: ...', file=sys.stderr)\nsys.exit(3)"
     res = RUNNER.run(_spec(make_spec, script))
     assert not res.succeeded and res.failure_kind == "benchmark"
-    assert res.error == "command exit code 3"
+    assert res.error is not None and res.error.startswith("command exit code 3: ")
+    assert res.error.endswith("RuntimeError: NCCL error in: ...")  # its own last words, in the reason
     assert "NCCL error" in res.log_tail
 
 

@@ -289,3 +289,22 @@ def test_noisy_cv_setting_reaches_the_analysis(standard: Database, monkeypatch: 
     strict = c.ladder_map("h200-2x8", TPUT)[QWEN].variant("Base").summary
     assert strict.noisy and strict.reasons[0].startswith("cv up to") and strict.reasons[0].endswith("> 0.5%")
     assert c.method.noisy_cv == 0.005
+
+
+def test_a_reason_many_cells_share_is_said_once_with_its_count(database: Database) -> None:
+    """The release page repeated the same reason in every cell's line; one line now counts them."""
+    seed.seed_release(database, REL_2511)
+    broken = ReleaseSpec(
+        "25.12", {"vllm": "0.16.0"}, failed={(w, v): 2 for w in seed.WORKLOADS for v in ("Base", LAST)}
+    )
+    seed.seed_release(database, broken)
+    c = _build(database)
+    cells = 2 * len(seed.WORKLOADS)
+    grouped = [
+        m for m in c.missing if m.startswith(f"{2 * cells} runs failed (infrastructure): NCCL timeout")
+    ]
+    assert len(grouped) == 1, c.missing
+    assert "\n".join(c.missing).count("NCCL timeout after 1800 s") == 1
+    assert (
+        f"Base on {LLAMA} (h200-2x8): 2 of 7 runs did not succeed: 2 for a reason listed above" in c.missing
+    )

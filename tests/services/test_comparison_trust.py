@@ -22,7 +22,9 @@ def test_plans_default_to_five_repeats_and_fewer_get_a_warning(caplog: pytest.Lo
     with caplog.at_level(logging.WARNING, logger="ablate.plans"):
         few = StudyPlan.model_validate({**PLAN, "repeats": 3})
     (message,) = few.advisories()
-    assert message.startswith("repeats=3 is below 5") and message in caplog.text
+    # Reading a plan says nothing (the CLI reads it, then prints the server's warnings: once);
+    # the server logs it when it makes the study.
+    assert message.startswith("repeats=3 is below 5") and caplog.text == ""
     assert demo_plan("ablate-demo:0.1").repeats == 5  # the demo's plan file
 
 

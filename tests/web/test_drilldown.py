@@ -154,3 +154,18 @@ def test_a_cell_links_to_the_runs_analyses_read() -> None:
     """Succeeded and not excluded: an excluded run is not behind any number."""
     url = cell_runs_url([Scope(release="img:1")], "c", "w", "v")
     assert url is not None and "status=succeeded" in url and "excluded=false" in url
+
+
+def test_run_list_leads_with_the_primary_metric_named_with_its_unit(
+    page: Any, site: Site, console: Console
+) -> None:
+    """At 1,400 px the primary metric was off-screen, under a raw key and without its unit."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_page(page, f"{site.url}/runs?release={seed.NEW}")
+    headers = page.locator("#runs thead th").all_inner_texts()
+    metrics = page.eval_on_selector_all("#runs thead th[data-metric]", "hs => hs.map(h => h.dataset.metric)")
+    assert metrics[0] == "throughput_tokens_per_s", metrics
+    assert "Throughput (tokens/s)" in headers and "Peak memory (GiB)" in headers, headers
+    box = page.locator('#runs thead th[data-metric="throughput_tokens_per_s"]').bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1400, box
+    assert_no_console_errors(console)

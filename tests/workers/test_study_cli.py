@@ -94,7 +94,8 @@ def test_submit_wait_reports_each_run_and_exits_with_the_outcome(
     assert "2 runs queued on cpu-cli" in out
     assert "warning: repeats=1 is below 5" in done.stderr  # the plan is accepted, and says what it lacks
     assert "cli-ok / cli-cmd r0: succeeded" in out
-    assert "cli-broken / cli-cmd r0: failed (benchmark): command exit code 3" in out
+    # The reason carries the command's own last words, not only its exit code.
+    assert "cli-broken / cli-cmd r0: failed (benchmark): command exit code 3: cannot open libaccl.so" in out
     study_id = out.split("study ", 1)[1].split(" ", 1)[0]
     assert f"study {study_id} failed: 1 failed, 1 succeeded" in out
 

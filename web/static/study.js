@@ -52,6 +52,12 @@
     if (run.attempt > 1) parts.push("attempt " + run.attempt);
     text(cell.querySelector("[data-meta]"), parts.join(" · "));
     if (run.error) cell.title = run.error;
+    var reason = cell.querySelector("[data-reason]");
+    if (reason) {
+      var said = run.error ? (run.failure_kind ? run.failure_kind + ": " : "") + run.error : "";
+      text(reason, said.length > 140 ? said.slice(0, 137) + "..." : said);
+      reason.hidden = !said;
+    }
   }
 
   function updateStudy(study) {

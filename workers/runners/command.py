@@ -162,7 +162,10 @@ class CommandRunner:
             return fail(f"timed out after {spec.timeout_s:g} s (process group killed)", "timeout")
         code = out.returncode if out.returncode is not None else -9
         if code != 0:
-            return fail(f"command {describe_returncode(code)}", "infrastructure" if code < 0 else "benchmark")
+            return fail(
+                f"command {describe_returncode(code)}{last_words(out.tail_text)}",
+                "infrastructure" if code < 0 else "benchmark",
+            )
         metrics, series = summarize(parsed, context_for(w, spec.cluster, parser))
         if not metrics and spec.rank != 0:
             # Only global rank 0 must report: the other nodes' launchers (and ranks) usually print no
@@ -184,3 +187,13 @@ class CommandRunner:
             log_path=out.log_path,
             environment=env_used,
         )
+
+
+def last_words(tail: str | None, lines: int = 2, limit: int = 300) -> str:
+    """The command's last output lines (its own account of why it failed, usually), for the one-line
+    reason a study's follower prints; progress-event lines are the runner's, not the command's."""
+    said = [line.strip() for line in (tail or "").splitlines() if line.strip() and not line.startswith("@@")]
+    if not said:
+        return ""
+    text = " | ".join(said[-lines:])
+    return f": {text[: limit - 1] + '…' if len(text) > limit else text}"  # as `ablate ci run` says it

@@ -35,7 +35,7 @@ def create_release(body: ReleaseCreate, request: Request) -> Any:
 def list_releases(
     request: Request,
     image: str | None = Query(None, max_length=200, description="Image family, e.g. training-nv-pytorch."),
-    platform: Literal["gpu", "ppu"] | None = None,
+    platform: Literal["gpu", "ppu", "cpu"] | None = None,
 ) -> Any:
     with database(request).read() as session:
         return [

@@ -35,6 +35,7 @@ from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
 from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import catalog, images
+from ablate.backend.services.comparison import failures
 from ablate.backend.services.comparison.loading import (
     ANALYSED_ERROR,
     ANALYSED_STATUS,
@@ -230,10 +231,16 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         missing.append("no succeeded runs: no statistics")
     if base is not None and current_runs and not any(c.succeeded for c in cells if c.variant == base):
         missing.append(f"no succeeded {base} runs: speed-ups over {base} cannot be computed")
+    # A reason many cells share is said once, with its count (not in every cell's line).
+    shared = failures.shared_reasons(cells)
+    missing.extend(failures.grouped_lines(shared))
     for c in cells:
         where = f"{c.variant} on {c.workload} ({c.cluster})"
         bad = len(c.not_succeeded)
-        why = _why_not(c.not_succeeded)
+        own = [r for r in c.not_succeeded if failures.reason_of(r) not in shared]
+        why = _why_not(own)
+        if len(own) < bad:
+            why += f"{';' if own else ':'} {bad - len(own)} for a reason listed above"
         if c.succeeded == 0:
             tail = f" ({bad} not succeeded{why})" if bad else ""
             missing.append(f"{where}: no succeeded runs{tail}")

@@ -3,7 +3,7 @@ speed-up over Base, recent regressions, and studies in progress."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -12,6 +12,7 @@ from ablate.backend.config import Settings
 from ablate.backend.db.models import Cluster, Platform, Release, Workload
 from ablate.backend.services import catalog
 from ablate.backend.services import comparison as comparison_service
+from ablate.backend.services.comparison import failures
 from ablate.backend.web.filters import Filters
 from ablate.backend.web.views.deltas import DeltaRow, delta_rows
 from ablate.backend.web.views.release import options_from
@@ -46,6 +47,7 @@ class FamilyCard:
     headlines: list[Headline] = field(default_factory=list)
     verdicts: dict[str, int] = field(default_factory=dict)
     missing: int = 0
+    why_no_headline: str = ""  # said when there is no headline: no runs, all failed (and why), no Base
 
 
 @dataclass
@@ -105,6 +107,8 @@ def _card(
                     significant=total.significant,
                 )
             )
+    if not card.headlines:
+        card.why_no_headline = why_no_headline(comp)
     regressions = [
         d
         for d in comp.regressions
@@ -112,6 +116,26 @@ def _card(
         and (not filters.workload or d.workload == filters.workload)
     ]
     return card, [(latest.ref, row) for row in delta_rows(regressions)]
+
+
+def why_no_headline(comp: comparison_service.ReleaseComparison) -> str:
+    """Why a release has no speed-up to show, in the words of its runs."""
+    cells = comp.cells
+    succeeded = sum(c.succeeded for c in cells)
+    pending = sum(c.pending for c in cells)
+    runs = succeeded + pending + sum(c.failed + c.cancelled for c in cells)
+    if runs == 0:
+        return "No runs yet: submit a study (ablate study submit PLAN) or CI results."
+    if succeeded == 0:
+        if pending:
+            return f"No result yet: {pending} of {runs} runs queued or running."
+        reasons = Counter(failures.reason_of(r) for c in cells for r in c.not_succeeded)
+        (top, n), *_ = reasons.most_common(1)
+        return f"None of its {runs} runs succeeded; {n} {failures.describe_reason(top)}."
+    base = comp.baseline_variant
+    if base and not any(c.succeeded for c in cells if c.variant == base):
+        return f"No speed-up yet: no succeeded {base} runs ({succeeded} runs of other rungs succeeded)."
+    return "No speed-up yet: needs succeeded runs of Base and at least one other variant."
 
 
 def home_page(session: Session, filters: Filters, settings: Settings) -> HomePage:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import QueryParams
 
 from ablate.backend.db.models import RunStatus, Study
+from ablate.backend.domain.metrics import KNOWN_METRICS, describe_metric
 from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import runs as run_service
 from ablate.backend.services.comparison import parse_run_ids
@@ -29,7 +30,8 @@ MAX_NAMES = 20  # per repeated filter: a link names at most a handful of variant
 class RunListPage:
     filters: list[tuple[str, str]]  # (what, value) as the page lists them
     items: list[dict[str, Any]]
-    metric_names: list[str]
+    metric_names: list[str]  # registered metrics first, in the registry's order (throughput leads)
+    metric_headers: dict[str, str]  # name -> "Throughput (tokens/s)"
     next_url: str | None
     clear_url: str
 
@@ -99,11 +101,18 @@ def _described(filters: run_service.RunFilters) -> list[tuple[str, str]]:
     return out
 
 
+_REGISTRY_ORDER = {name: i for i, name in enumerate(KNOWN_METRICS)}
+
+
+def _metric_order(name: str) -> tuple[int, str]:
+    return (_REGISTRY_ORDER.get(name, len(_REGISTRY_ORDER)), name)
+
+
 def run_list_page(session: Session, params: QueryParams) -> RunListPage:
     filters = parse_filters(session, params)
     cursor = _one(params, "cursor")
     items, next_cursor = run_service.list_runs(session, filters, cursor=cursor, limit=PAGE_SIZE)
-    metric_names = sorted({m for item in items for m in item["metrics"]})
+    metric_names = sorted({m for item in items for m in item["metrics"]}, key=_metric_order)
     next_url = None
     if next_cursor:
         next_url = runs_url(
@@ -121,6 +130,7 @@ def run_list_page(session: Session, params: QueryParams) -> RunListPage:
         filters=_described(filters),
         items=items,
         metric_names=metric_names,
+        metric_headers={m: describe_metric(m).axis_title() for m in metric_names},
         next_url=next_url,
         clear_url=runs_url(),
     )
