@@ -113,7 +113,7 @@ def test_submit_wait_reports_each_run_and_exits_with_the_outcome(
     logs = _ablate("study", "logs", run_id, "--server", server.url)
     assert logs.returncode == 0 and "error: command exit code 3" in logs.stdout
     assert "cannot open libaccl.so" in logs.stdout  # the log tail
-    assert "attempt 1: failed (command exit code 3)" in logs.stdout
+    assert "attempt 1: failed (command exit code 3: cannot open libaccl.so)" in logs.stdout
     assert "  log file node0.log: node 0 on " in logs.stdout
     whole = _ablate("study", "logs", run_id, "--node", "0", "--server", server.url)
     assert whole.returncode == 0 and "== node0.log (attempt 1, host " in whole.stdout
