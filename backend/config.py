@@ -36,6 +36,18 @@ class Settings(BaseSettings):
         "A cluster whose `ray_address` names the same Ray cluster, written any of these ways, is served "
         "by this dispatcher.",
     )
+    ray_auth_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="The token of a Ray cluster with token authentication (Ray 2.60 turns it on when the "
+        "head has `~/.ray/auth_token` or `RAY_AUTH_MODE=token`; `ray get-auth-token` on the head prints "
+        "it). Set: the dispatcher joins `ABLATE_RAY_ADDRESS` with it (Ray's own `RAY_AUTH_MODE=token`, "
+        "`RAY_AUTH_TOKEN`). Give this or `ABLATE_RAY_AUTH_TOKEN_FILE`, not both. Never logged.",
+    )
+    ray_auth_token_file: Path | None = Field(
+        default=None,
+        description="A file holding that token (a copy of the head's `~/.ray/auth_token`, or a mounted "
+        "secret); read when the dispatcher joins Ray.",
+    )
     ray_num_cpus: int | None = Field(
         default=None, description="CPUs of the local Ray instance (empty: all cores of this machine)."
     )

@@ -94,7 +94,8 @@ class StudyOut(Out):
     finished_at: datetime | None
     plan: dict[str, Any]
     runs: list[StudyRunOut]
-    # Its queued runs wait for nothing: "waiting: no dispatcher serves cluster ..."
+    # Its queued (or running) runs wait for nothing: "waiting: no dispatcher serves cluster 'x' (last seen
+    # 12 min ago)"
     waiting: str | None = None
     # On creation: what the accepted plan will not be able to show (e.g. too few repeats).
     warnings: list[str] = []

@@ -330,9 +330,11 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
         "finished_at": study.finished_at,
         "plan": plan,
         "runs": runs,
+        # Queued runs wait for nothing, and running ones are neither finished nor reaped, while no
+        # dispatcher serves the cluster.
         "waiting": (
             dispatchers.waiting_reasons(session, [study.cluster]).get(study.cluster_id)
-            if any(r["status"] == RunStatus.queued.value for r in runs)
+            if any(r["status"] in (RunStatus.queued.value, RunStatus.running.value) for r in runs)
             else None
         ),
     }
