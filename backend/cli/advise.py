@@ -18,6 +18,8 @@ from ablate.backend.cli.serve import prepare_database
 from ablate.backend.errors import AblateError
 from ablate.backend.services.advice import checkpointing_advice
 
+EXIT_DOES_NOT_FIT = 3
+
 app = App(help="Advice from stored runs: how many layers to checkpoint.", no_args_is_help=True)
 
 
@@ -27,7 +29,9 @@ def checkpointing(
     cluster: str = typer.Option(..., "--cluster", help="Cluster name."),
     workload: str = typer.Option(..., "--workload", help="Workload name."),
     memory_gib: float | None = typer.Option(
-        None, "--memory-gib", help="Memory of one device in GiB (default: cluster label or device model)."
+        None,
+        "--memory-gib",
+        help="Memory of one device in GiB (default: the cluster's device_memory_gib, else its device model).",
     ),
     utilisation: float = typer.Option(
         DEFAULT_UTILISATION, "--utilisation", help="Fraction of device memory the peak may use, in (0, 1]."
@@ -43,7 +47,9 @@ def checkpointing(
         help="API token for --server (default: ABLATE_TOKEN; read scope when reads need one).",
     ),
 ) -> None:
-    """Recommend the number of activation-checkpointed layers whose predicted peak memory fits."""
+    """Recommend the number of activation-checkpointed layers whose predicted peak memory fits. Exits 0
+    with a recommendation, 3 when not even every layer checkpointed fits (a CI step can gate on it), 1 on
+    an error."""
     if server is not None:
         if url is not None:
             raise AblateError("give --url (a database) or --server (a server), not both")
@@ -71,8 +77,10 @@ def checkpointing(
         answer = result.to_json()
     if as_json:
         sys.stdout.write(json.dumps(answer, indent=2) + "\n")
-        return
-    print_advice(answer)
+    else:
+        print_advice(answer)
+    if answer["recommended_ckpt_layers"] is None:
+        raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
 def print_advice(a: dict[str, Any]) -> None:

@@ -152,6 +152,12 @@ def test_cli_prints_the_table(server: tuple[LiveServer, dict[str, list[int]]], d
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["recommended_ckpt_layers"] == (
         advice.recommended_ckpt_layers
     )
+    # "does not fit" is an answer, not a success: exit 3, table and JSON still printed.
+    tight = [*args, "--workload", "torch-llm-llama-1b", "--memory-gib", "30", "--utilisation", "1"]
+    for extra in ([], ["--json"]):
+        nofit = CliRunner().invoke(cli, [*tight, *extra, "--url", db_url], terminal_width=200)
+        assert nofit.exit_code == 3, nofit.output
+        assert "does not fit" in nofit.output
     # The real console script: a bad input ends with one line and exit code 1.
     ablate = str(Path(sys.executable).parent / "ablate")
     for extra, text in (
