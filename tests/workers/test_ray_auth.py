@@ -158,3 +158,30 @@ def test_a_wrong_or_unreadable_token_is_named(head: Head, tmp_path: Path) -> Non
     assert "give the Ray token once: ABLATE_RAY_AUTH_TOKEN or ABLATE_RAY_AUTH_TOKEN_FILE, not both" in _error(
         both
     )
+
+
+LOCAL = """
+from ablate.backend.config import get_settings
+from ablate.workers.dispatch.ray_runtime import ensure_ray
+import os, ray
+ensure_ray(get_settings())
+ray.get(ray.remote(lambda: 1).remote())  # the token reaches the workers too
+print("mode", os.environ["RAY_AUTH_MODE"])
+ray.shutdown()
+"""
+
+
+def test_a_local_ray_keeps_token_auth_without_writing_home_or_warning(tmp_path: Path) -> None:
+    """Left to itself Ray 2.60 wrote ~/.ray/auth_token and warned at every local start (issue 31)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ABLATE_", "RAY_"))}
+    env.update(HOME=str(tmp_path), ABLATE_DATA_DIR=str(tmp_path / "data"), ABLATE_RAY_NUM_CPUS="1")
+    done = subprocess.run(
+        [sys.executable, "-c", LOCAL], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mode token" in done.stdout
+    assert (
+        "Token authentication is enabled" not in done.stderr
+        and "Generated new authentication" not in done.stderr
+    )
+    assert not (tmp_path / ".ray").exists()

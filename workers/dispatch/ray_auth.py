@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import secrets
 import socket
 from typing import Any
 
@@ -64,6 +65,18 @@ def apply(settings: Settings) -> str | None:
     return (
         "ABLATE_RAY_AUTH_TOKEN_FILE" if settings.ray_auth_token_file is not None else "ABLATE_RAY_AUTH_TOKEN"
     )
+
+
+def own_local_token() -> None:
+    """A local Ray of our own keeps Ray 2.60's token authentication, with a fresh token handed over in
+    the environment: left to itself Ray writes ``~/.ray/auth_token`` into the user's home and warns
+    about it at every start. An operator's own ``RAY_AUTH_MODE`` is left as it is."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    _refresh_ray_config()
 
 
 def _refresh_ray_config() -> None:

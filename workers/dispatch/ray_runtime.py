@@ -35,6 +35,8 @@ def ensure_ray(settings: Settings) -> str:
                 raise ray_auth.join_failed(settings.ray_address, exc, token_from) from None
         else:
             log.info("starting a local Ray instance (num_cpus=%s)", settings.ray_num_cpus or "all")
+            if token_from is None:
+                ray_auth.own_local_token()
             # "local": a Ray of our own even when another process on this machine runs one (without
             # it, ray.init joins the newest local Ray it finds, and our runs land on someone else's).
             ray.init(address="local", num_cpus=settings.ray_num_cpus, include_dashboard=False, **common)
