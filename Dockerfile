@@ -33,6 +33,9 @@ COPY backend ./backend
 COPY workers ./workers
 COPY migrations ./migrations
 COPY web ./web
+# The package includes ablate.examples (the demo's release and plans): without it `pip install .`
+# stops at "package directory 'examples' does not exist".
+COPY examples ./examples
 # A regular (non-editable) install: templates, static files and migrations are inside the package.
 # constraints.txt pins Ray (and the rest) to the versions the suite ran with.
 RUN pip install -c constraints.txt . \

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -35,6 +35,18 @@ class Settings(BaseSettings):
         "Ray of this process's own, even when another Ray runs on the machine (join that one with `auto`). "
         "A cluster whose `ray_address` names the same Ray cluster, written any of these ways, is served "
         "by this dispatcher.",
+    )
+    ray_auth_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="The token of a Ray cluster with token authentication (Ray 2.60 turns it on when the "
+        "head has `~/.ray/auth_token` or `RAY_AUTH_MODE=token`; `ray get-auth-token` on the head prints "
+        "it). Set: the dispatcher joins `ABLATE_RAY_ADDRESS` with it (Ray's own `RAY_AUTH_MODE=token`, "
+        "`RAY_AUTH_TOKEN`). Give this or `ABLATE_RAY_AUTH_TOKEN_FILE`, not both. Never logged.",
+    )
+    ray_auth_token_file: Path | None = Field(
+        default=None,
+        description="A file holding that token (a copy of the head's `~/.ray/auth_token`, or a mounted "
+        "secret); read when the dispatcher joins Ray.",
     )
     ray_num_cpus: int | None = Field(
         default=None, description="CPUs of the local Ray instance (empty: all cores of this machine)."
@@ -109,10 +121,60 @@ class Settings(BaseSettings):
         description="API token `ablate results submit` sends (overridden by `--token`). Never logged.",
     )
 
+    public_url: str = Field(
+        default="",
+        description="The dashboard's address as its users reach it, e.g. `https://ablate.example.com`: "
+        "webhook payloads link to studies and releases under it. Empty: payloads carry paths only.",
+    )
+    webhooks: bool = Field(
+        default=True,
+        description="Run the webhook delivery worker in this API process (`ablate serve`, compose's "
+        "api). Several API processes share the outbox safely.",
+    )
+    webhook_allow_private: bool = Field(
+        default=False,
+        description="Let webhooks target private, loopback, link-local and cloud-metadata addresses "
+        "(refused by default, when a webhook is created and again at each delivery).",
+    )
+    webhook_max_attempts: int = Field(
+        default=8, ge=1, le=100, description="Attempts of one webhook delivery before it is marked failed."
+    )
+    webhook_backoff_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Wait before a failed delivery's second attempt; it doubles at each further "
+        "attempt, up to `webhook_max_backoff_s`.",
+    )
+    webhook_max_backoff_s: float = Field(
+        default=3600.0, gt=0, description="Longest wait between two attempts of one delivery."
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, description="How long one delivery attempt waits for the receiver's answer."
+    )
+    webhook_lease_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A delivery claimed by a worker that stops answering (a killed server) is sent "
+        "again, under the same delivery id, once this lease passes. More than `webhook_timeout_s`.",
+    )
+    webhook_poll_s: float = Field(
+        default=1.0, gt=0, description="How often the delivery worker looks for due deliveries."
+    )
+
     @field_validator("database_url")
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @model_validator(mode="after")
+    def _lease_outlasts_timeout(self) -> Settings:
+        # A lease that ends before the receiver may answer would let a second worker send it too.
+        if self.webhook_lease_s <= self.webhook_timeout_s:
+            raise ValueError(
+                f"webhook_lease_s ({self.webhook_lease_s:g}) must be more than webhook_timeout_s "
+                f"({self.webhook_timeout_s:g})"
+            )
+        return self
 
     @property
     def resolved_database_url(self) -> str:

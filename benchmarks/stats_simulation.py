@@ -11,6 +11,13 @@ an interval shown as 95% covers the truth 93-97% of the time; false improved/reg
 <= 5% per identical-truth comparison and <= 5% per release after adjustment; power >= 80% for a
 5% drop at n=5, CV 2%; a 20% drop at n=3, CV 2% detected.
 
+Issue 27's scenarios, each with its before and after: ``zero_variance`` (deterministic 2x2 designs),
+``two_values`` (a 2-value side, equal and 5x noisier), ``suspects`` (how many unchanged comparisons
+read "suspect"), ``session_noise`` (a session level of 0-2% between releases, with and without the
+between-session variance), ``drift`` (a steady loss per release: lookback vs trend). Before-figures
+of code that changed come from running this file against
+the previous commit (PYTHONPATH at its tree); docs/statistics.md shows both.
+
 A coverage figure from T trials has a standard error of about sqrt(0.95 * 0.05 / T): 0.7 points
 at the default 1000 trials. Runtime of a default run: about two minutes on one core.
 """
@@ -28,7 +35,14 @@ import numpy as np
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
 from ablate.backend.analysis.comparison import Pair, compare_many
 from ablate.backend.analysis.factorial import analyze_factorial
-from ablate.backend.analysis.regression import ReleasePair, compare_releases_many, lookback
+from ablate.backend.analysis.regression import (
+    LookbackRequest,
+    ReleasePair,
+    compare_releases_many,
+    lookback,
+    trend_many,
+)
+from ablate.backend.analysis.session import session_variance
 from ablate.backend.analysis.stats import summarize_many
 
 SIZES = (2, 3, 5, 10)
@@ -367,6 +381,234 @@ def shares(trials: int, seed: int) -> None:
     )
 
 
+def zero_variance(trials: int, seed: int) -> None:
+    """analyze_factorial on deterministic 2x2 memory designs: every cell's repeats equal (issue 27)."""
+    rows = []
+    for n in (2, 3, 5):
+        rng = np.random.default_rng([seed, 12, n])
+        tiny_p = named = 0
+        for _ in range(trials):
+            level = float(rng.uniform(10.0, 80.0))
+            mus = {(): level, ("A",): level * 0.8, ("B",): level * 1.1, ("A", "B"): level * 0.85}
+            fa = analyze_factorial([(list(k), [v] * n) for k, v in mus.items()], "peak_memory_gib")
+            effects = (*fa.main_effects, *fa.interactions)
+            tiny_p += any(e.p_value is not None for e in effects)
+            named += any("zero" in r and "variance" in r for r in fa.reasons)
+        rows.append((n, trials, pct(tiny_p / trials), pct(named / trials)))
+    table(
+        "Deterministic 2x2 memory designs (analyze_factorial): want no p-value, zero variance named",
+        ["n per cell", "designs", "a p-value shown (rounding, p ~ 1e-30)", "zero variance named"],
+        rows,
+    )
+
+
+def two_values(trials: int, seed: int) -> None:
+    """compare_many with a 2-value side: coverage when that side shares the other's noise (CV 2%)
+    and when it is 5x noisier (CV 10% vs 2%), log-normal noise, true ratio 1.05."""
+    rows = []
+    method = "?"
+    for nc, nr in ((2, 2), (2, 3), (2, 5), (2, 10), (5, 2)):
+        cells = []
+        for cv_c in (0.02, 0.10):
+            rng = np.random.default_rng([seed, 13, nc, nr, int(cv_c * 100)])
+            pairs = [
+                Pair(
+                    draw(rng, nc, MU * 1.05, cv_c, "lognormal"),
+                    draw(rng, nr, MU, 0.02, "lognormal"),
+                    "higher",
+                )
+                for _ in range(trials)
+            ]
+            res = compare_many(pairs)
+            method = res[0].test
+            cells.append(rate([covers(r.ci_low, r.ci_high, 1.05) for r in res]))
+        rows.append((f"{nc} vs {nr}", *cells))
+    table(
+        f"2-value sides: ratio interval coverage (compare_many, nominal 95%; test: {method})",
+        ["n (contender vs reference)", "contender CV 2% (equal)", "contender CV 10% (5x noisier)"],
+        rows,
+    )
+
+
+def _is_suspect(r: Any) -> bool:
+    # Before issue 27 a suspect was any unchanged row past the threshold (no ``suspect`` field).
+    flag = getattr(r, "suspect", None)
+    return (
+        bool(flag)
+        if flag is not None
+        else r.verdict == "unchanged" and r.indicated in ("improved", "regressed")
+    )
+
+
+def suspects(trials: int, seed: int) -> None:
+    """compare_releases_many on releases of 20 unchanged comparisons: how many rows read "suspect"."""
+    rows = []
+    m = 20
+    releases = max(20, trials // m)
+    for n in (3, 5, 10):
+        for cv in (0.02, 0.05):
+            rng = np.random.default_rng([seed, 14, n, int(cv * 1000)])
+            flagged = any_release = 0
+            for _ in range(releases):
+                pairs = [
+                    ReleasePair(draw(rng, n, MU, cv, "lognormal"), draw(rng, n, MU, cv, "lognormal"), METRIC)
+                    for _ in range(m)
+                ]
+                res = compare_releases_many(pairs)
+                k = sum(_is_suspect(r) for r in res)
+                flagged += k
+                any_release += k > 0
+            rows.append(
+                (n, f"{cv:.0%}", releases * m, pct(flagged / (releases * m)), pct(any_release / releases))
+            )
+    table(
+        "Suspects among unchanged comparisons (compare_releases_many; releases of 20, threshold 3%)",
+        ["n", "CV", "comparisons", "suspect per comparison", "releases with a suspect"],
+        rows,
+    )
+
+
+def _session_draw(
+    rng: np.random.Generator, mult: np.ndarray, level: float, n: int, cv: float
+) -> list[np.ndarray]:
+    """One release's session: every cell shifted by its own session effect (log-normal, ``level``)."""
+    shift = np.exp(level * rng.standard_normal(mult.size))
+    return [draw(rng, n, MU * m * s, cv, "lognormal") for m, s in zip(mult, shift, strict=True)]
+
+
+def session_noise(trials: int, seed: int) -> None:
+    """compare_releases_many with and without the between-session variance (session_variance).
+
+    A pool of 20 cells; each (release, cell) session shifts the cell's repeats by a shared log-normal
+    effect of the given level; 5 earlier releases (the last is the baseline) give tau^2; the new
+    release has 19 unchanged cells and one 15% drop, compared as one family. Before: session noise
+    ignored (what compare_releases_many did without session_var)."""
+    rows = []
+    cells, earlier = 20, 5
+    releases = max(20, trials // cells)
+    for level in (0.0, 0.01, 0.02):
+        for n in (3, 5, 10):
+            cv = 0.02
+            rng = np.random.default_rng([seed, 15, n, int(level * 1000)])
+            stats_: dict[str, list[float]] = {
+                k: [] for k in ("fb", "fa", "cb", "ca", "pb", "pa", "cdb", "cda")
+            }
+            taus = []
+            for _ in range(releases):
+                truth = np.ones(cells)
+                truth[-1] = 0.85
+
+                history = [_session_draw(rng, np.ones(cells), level, n, cv) for _ in range(earlier)]
+                new = _session_draw(rng, truth, level, n, cv)
+                sv = session_variance([[h[i] for h in history] for i in range(cells)])
+                tau2 = sv.tau2 or 0.0
+                taus.append(math.sqrt(tau2))
+                for after in (False, True):
+                    pairs = [
+                        ReleasePair(
+                            history[-1][i],
+                            new[i],
+                            METRIC,
+                            session_var=2 * tau2 if after else 0.0,
+                            session_df=sv.df if after else None,
+                        )
+                        for i in range(cells)
+                    ]
+                    res = compare_releases_many(pairs)
+                    tag = "a" if after else "b"
+                    for r in res[:-1]:
+                        stats_["f" + tag].append(r.verdict in ("regressed", "improved"))
+                        stats_["c" + tag].append(bool(covers(r.change_ci_low, r.change_ci_high, 0.0)))
+                    d = res[-1]
+                    stats_["p" + tag].append(d.verdict == "regressed")
+                    stats_["cd" + tag].append(bool(covers(d.change_ci_low, d.change_ci_high, -15.0)))
+            m = {k: pct(sum(v) / len(v)) for k, v in stats_.items()}
+            rows.append(
+                (
+                    f"{level:.0%}",
+                    n,
+                    releases * (cells - 1),
+                    f"{float(np.median(taus)):.2%}",
+                    f"{m['fb']} / {m['fa']}",
+                    f"{m['cb']} / {m['ca']}",
+                    f"{m['pb']} / {m['pa']}",
+                    f"{m['cdb']} / {m['cda']}",
+                )
+            )
+    table(
+        "Session noise (compare_releases_many + session_variance; 20 cells, 5 earlier releases, CV 2%); "
+        "before / after",
+        [
+            "session level",
+            "n",
+            "unchanged comparisons",
+            "median tau estimate",
+            "false verdicts",
+            "coverage (unchanged)",
+            "15% drop found",
+            "coverage (drop)",
+        ],
+        rows,
+    )
+
+
+def drift(trials: int, seed: int) -> None:
+    """lookback (before) and trend_many (after) on a steady loss per release: 5 earlier releases and
+    this one, each a median of 5 repeats at CV 2% plus a 1% session effect."""
+    rows = []
+    for per_release in (0.0, 0.01, 0.02, 0.03):
+        rng = np.random.default_rng([seed, 16, int(per_release * 1000)])
+        looked = trended = 0
+        for _ in range(trials):
+            medians = [
+                float(
+                    np.median(
+                        draw(
+                            rng,
+                            5,
+                            MU * (1 - per_release) ** i * math.exp(0.01 * rng.standard_normal()),
+                            0.02,
+                            "lognormal",
+                        )
+                    )
+                )
+                for i in range(6)
+            ]
+            request = LookbackRequest(medians[-1], medians[:-1], METRIC)
+            looked += lookback(medians[-1], medians[:-1], 5, metric=METRIC).verdict == "regressed"
+            trended += trend_many([request], 5, adjust=False)[0].verdict == "regressed"
+        rows.append((f"{per_release:.0%}", trials, pct(looked / trials), pct(trended / trials)))
+    table(
+        "Drift: a steady loss per release over 6 releases (CV 2%, 1% session level, n=5); flagged regressed",
+        ["loss per release", "trials", "before: lookback", "after: trend (trend_many)"],
+        rows,
+    )
+
+
+def family_power(trials: int, seed: int) -> None:
+    """compare_releases_many: a 5% drop at CV 2% alone and as 1 of 20 comparisons (19 unchanged)."""
+    rows = []
+    for n in (3, 5, 10):
+        rng = np.random.default_rng([seed, 17, n])
+        alone = among = 0
+        for _ in range(trials):
+            pairs = [
+                ReleasePair(draw(rng, n, MU, 0.02, "lognormal"), draw(rng, n, MU, 0.02, "lognormal"), METRIC)
+                for _ in range(19)
+            ]
+            drop = ReleasePair(
+                draw(rng, n, MU, 0.02, "lognormal"), draw(rng, n, MU * 0.95, 0.02, "lognormal"), METRIC
+            )
+            among += compare_releases_many([*pairs, drop])[-1].verdict == "regressed"
+            alone += compare_releases_many([drop])[0].verdict == "regressed"
+        rows.append((n, trials, pct(alone / trials), pct(among / trials)))
+    table(
+        "Power inside the release: a 5% drop at CV 2% (compare_releases_many, BH)",
+        ["n", "trials", "alone", "as 1 of 20 comparisons"],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
     "two_sample_unequal": two_sample_unequal_noise,
@@ -377,6 +619,12 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "lookback": lookback_alarms,
     "factorial": factorial,
     "shares": shares,
+    "zero_variance": zero_variance,
+    "two_values": two_values,
+    "suspects": suspects,
+    "session_noise": session_noise,
+    "drift": drift,
+    "family_power": family_power,
 }
 
 

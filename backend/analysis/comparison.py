@@ -18,7 +18,7 @@ import numpy as np
 from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
-    POOLED_LOG_TEST,
+    TWO_VALUES_LOG_TEST,
     TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
@@ -147,7 +147,7 @@ def _comparison(
         else:
             log_ratio = sign * t.log_ratio
             log_low, log_high = sorted((sign * t.log_low, sign * t.log_high))
-            if t.method == POOLED_LOG_TEST:
+            if t.method == TWO_VALUES_LOG_TEST:
                 reasons.append(TWO_VALUES_NOTE)
         if beyond_shown(log_ratio, log_low, log_high):
             reasons.append(CLAMPED_NOTE)

@@ -30,12 +30,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ablate.backend.analysis.stats import clean_values, exp_shown, finite_or_none, t_critical, t_two_sided_p
+from ablate.backend.analysis.stats import (
+    LOG_RESOLUTION,
+    clean_values,
+    exp_shown,
+    finite_or_none,
+    t_critical,
+    t_two_sided_p,
+)
 from ablate.backend.domain.metrics import Direction, describe_metric
 
 MAX_FACTORS = 12
 WELCH_EFFECT_METHOD = "t-interval, welch-satterthwaite standard error per contrast (log scale)"
 POOLED_EFFECT_METHOD = "t-interval, pooled within-cell variance (a cell has one run)"
+ZERO_VARIANCE_NOTE = (
+    "zero variance: every cell's repeats are equal (a deterministic metric): the effects are exact "
+    "differences, no interval or p-value"
+)
+
+
+def _var(y: np.ndarray) -> float:
+    """Sample variance of one cell's log values; 0 below two values or for rounding-level spread."""
+    if y.size < 2:
+        return 0.0
+    v = float(y.var(ddof=1))
+    return v if math.sqrt(v) >= LOG_RESOLUTION else 0.0
 
 
 @dataclass(frozen=True)
@@ -143,11 +162,14 @@ def analyze_factorial(
         logs.append(sign * np.log(arr))
     means = np.array([y.mean() for y in logs])
     counts = np.array([y.size for y in logs], dtype=float)
-    ss = sum(float(((y - y.mean()) ** 2).sum()) for y in logs)
+    # Equal repeats (a deterministic metric such as memory) give a mean that differs from them in the
+    # last digit, hence a "variance" of rounding (1e-32) and p ~ 1e-30: spreads below LOG_RESOLUTION
+    # are none, as in welch_log, and zero variance is named instead of tested.
+    cell_var = np.array([_var(y) for y in logs])
+    ss = float(((counts - 1) * cell_var).sum())
     df = int(counts.sum()) - len(combos)
     s2 = ss / df if df > 0 else None
     welch = bool((counts >= 2).all())
-    cell_var = np.array([float(y.var(ddof=1)) if y.size >= 2 else 0.0 for y in logs])
 
     # +1/-1 coding of each factor per cell.
     coding = {f: np.array([1.0 if f in c else -1.0 for c in combos]) for f in names}
@@ -191,7 +213,7 @@ def analyze_factorial(
     if df == 0:
         reasons.append("one value per combination: no error estimate, no intervals")
     elif s2 == 0:
-        reasons.append("zero within-cell variance: p-values undefined")
+        reasons.append(ZERO_VARIANCE_NOTE)
     return result(
         main_effects=tuple(effect((f,)) for f in names),
         interactions=tuple(effect(pair) for pair in itertools.combinations(names, 2)),

@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from ablate.backend import __version__, web
 from ablate.backend.api import openapi, problems
+from ablate.backend.api.lifespan import app_lifespan
 from ablate.backend.api.middleware import (
     BodyLimitMiddleware,
     ControlCharacterMiddleware,
@@ -14,14 +15,23 @@ from ablate.backend.api.middleware import (
     SecurityHeadersMiddleware,
 )
 from ablate.backend.api.routes import advice as advice_routes
-from ablate.backend.api.routes import catalog, health, hygiene, metrics, results, runs, studies, tokens
+from ablate.backend.api.routes import (
+    catalog,
+    health,
+    hygiene,
+    metrics,
+    results,
+    runs,
+    studies,
+    tokens,
+    webhooks,
+)
 from ablate.backend.api.routes import comparison as comparison_routes
 from ablate.backend.api.routes import docs as docs_routes
 from ablate.backend.api.routes import history as history_routes
 from ablate.backend.api.routes import images as images_routes
 from ablate.backend.config import Settings, get_settings
 from ablate.backend.db.database import Database
-from ablate.workers.dispatch.lifespan import dispatcher_lifespan
 
 API_PREFIX = "/api/v1"
 
@@ -37,7 +47,7 @@ def create_app(
         description="Ablation studies of training-image releases: what each optimisation is worth.",
         openapi_url=None,  # served by routes.docs, behind the read setting, as /docs and /redoc are
         docs_url=None,
-        lifespan=dispatcher_lifespan,  # starts the in-process dispatcher when run_dispatcher
+        lifespan=app_lifespan,  # the webhook worker; the in-process dispatcher when run_dispatcher
         redoc_url=None,
     )
     app.state.settings = settings
@@ -60,7 +70,7 @@ def create_app(
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
     app.include_router(history_routes.router, prefix=API_PREFIX)
     app.include_router(images_routes.router, prefix=API_PREFIX)
-    for module in (catalog, studies, runs, results, tokens, hygiene):
+    for module in (catalog, studies, runs, results, tokens, hygiene, webhooks):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(advice_routes.router, prefix=API_PREFIX)
     # The dashboard: pages after the API routes, its static files, and HTML 404s for non-API paths

@@ -34,7 +34,7 @@ class Point(Protocol):
 VERDICT_MARKERS: dict[str, tuple[str, str, str]] = {
     "regressed": ("regression", "triangle-down", "#d62728"),
     "improved": ("improvement", "triangle-up", "#2ca02c"),
-    "suspect": ("suspect (past the threshold, not confirmed)", "diamond-open", "#ff7f0e"),
+    "suspect": ("suspect (past the threshold, p < alpha, not confirmed by q)", "diamond-open", "#ff7f0e"),
     "not testable": ("not testable (< 2 repeats a side)", "x-thin-open", "#7f7f7f"),
 }
 

@@ -3,7 +3,8 @@
 
 A cell is *regressed* when the server's verdict is (past the threshold and significant after the
 Benjamini-Hochberg adjustment). It is *suspect* when its change passes the threshold in the worse
-direction but the test cannot confirm it: ``--fail-on suspect`` fails on those too. A change that
+direction and its own test rejects (p < alpha) but the adjustment does not confirm it (the server's
+``suspect``): ``--fail-on suspect`` fails on those too. A change that
 only points to an improvement never fails a gate.
 """
 
@@ -61,7 +62,7 @@ def classify(delta: dict[str, Any]) -> str:
     if not result:
         return "not compared"
     verdict = str(result.get("verdict"))
-    if verdict == "unchanged" and result.get("indicated") == "regressed":
+    if verdict == "unchanged" and result.get("suspect") and result.get("indicated") == "regressed":
         return "suspect"
     return verdict if verdict in COUNTED else "not compared"
 
@@ -164,7 +165,7 @@ def render_markdown(result: GateResult, *, dashboard: str) -> str:
         lines.append("")
         lines.append(
             "_change: geometric mean of this release over the baseline's; q: Benjamini-Hochberg adjusted "
-            "p; suspect: past the threshold in the worse direction, not confirmed by the test._"
+            "p; suspect: past the threshold in the worse direction with p < alpha, not confirmed by q._"
         )
         lines.append("")
     elif result.baseline is not None:

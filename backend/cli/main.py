@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ablate.backend import __version__
-from ablate.backend.cli import ci, db, hygiene, releases, results, study, tokens
+from ablate.backend.cli import ci, db, hygiene, releases, results, study, tokens, webhooks
 from ablate.backend.cli.advise import app as advise_app
 from ablate.backend.cli.common import App, console
 from ablate.backend.cli.config_docs import config_docs
@@ -21,6 +21,7 @@ app.add_typer(releases.app, name="release")
 app.add_typer(study.app, name="study")
 app.add_typer(hygiene.run_app, name="run")
 app.add_typer(advise_app, name="advise")
+app.add_typer(webhooks.app, name="webhook")
 app.command()(serve)
 app.command()(demo)
 app.command("report")(report)

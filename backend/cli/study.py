@@ -234,6 +234,8 @@ def show(
         highlight=False,
         soft_wrap=True,
     )
+    if study.get("waiting"):  # nothing will start (or finish) its runs: say so before the table
+        console.print(study["waiting"], highlight=False, soft_wrap=True, markup=False)
     table = Table("run", "variant", "workload", "r", "status", "attempt", "tokens/s")
     for run in study["runs"]:
         tput = run.get("latest_throughput")
@@ -274,22 +276,32 @@ def cancel(
 NODE = typer.Option(
     None, "--node", min=0, help="Print this node's whole log file(s) (one per rank where there are ranks)."
 )
+ATTEMPT = typer.Option(
+    None,
+    "--attempt",
+    min=0,
+    help="With --node: that attempt's files (every attempt keeps its own; 0: files kept before that); "
+    "default: the latest attempt that kept files.",
+)
 
 
 @app.command()
 def logs(
     run_id: int = typer.Argument(..., min=1),
     node: int | None = NODE,
+    attempt: int | None = ATTEMPT,
     server: str | None = SERVER,
     token: str | None = TOKEN,
 ) -> None:
-    """A run's stored log tail (the last lines the runner kept) and its log files; ``--node N`` prints
-    node N's log files whole."""
+    """A run's stored log tail (the last lines the runner kept) and every attempt's log files with its
+    outcome; ``--node N`` prints node N's log files whole (``--attempt K``: of attempt K)."""
+    if attempt is not None and node is None:
+        raise AblateError("--attempt picks whose files --node prints: give --node too")
     with client(server, token) as http:
         run = request_json(http, "GET", f"/runs/{run_id}")
-        files = request_json(http, "GET", f"/runs/{run_id}/logs")["items"]
+        found = request_json(http, "GET", f"/runs/{run_id}/logs")
         if node is not None:
-            print_node_logs(http, run_id, node, files)
+            print_node_logs(http, run_id, node, pick_attempt(run_id, found["attempts"], attempt))
             return
     console.print(
         f"run {run['id']} {run['variant']} / {run['workload']} r{run['repeat']}: {run['status']}",
@@ -305,23 +317,45 @@ def logs(
         console.print(readable_log(tail), highlight=False, soft_wrap=True, markup=False)
     else:
         console.print("(no log tail stored)")
-    for f in files:
-        where = f"node {f['node_rank']}" + (f" rank {f['rank']}" if f["rank"] is not None else "")
-        console.print(
-            f"log file {f['name']}: {where} on {f['host'] or '?'}, {f['size']} bytes", highlight=False
-        )
+    for a in found["attempts"]:
+        title = "earlier logs" if a["attempt"] == 0 else f"attempt {a['attempt']}"
+        line = f"{title}: {a['outcome']}" + (f" ({a['reason']})" if a["reason"] else "")
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+        for f in a["files"]:
+            where = f"node {f['node_rank']}" + (f" rank {f['rank']}" if f["rank"] is not None else "")
+            console.print(
+                f"  log file {f['name']}: {where} on {f['host'] or '?'}, {f['size']} bytes", highlight=False
+            )
 
 
-def print_node_logs(http: httpx.Client, run_id: int, node: int, files: list[dict[str, Any]]) -> None:
+def pick_attempt(run_id: int, attempts: list[dict[str, Any]], attempt: int | None) -> dict[str, Any]:
+    """The attempt whose files to print: ``attempt``, or the latest that kept files."""
+    if attempt is None:
+        kept = [a for a in attempts if a["files"]]
+        if not kept:
+            raise AblateError(f"run {run_id} has no log files")
+        return kept[-1]
+    for a in attempts:
+        if a["attempt"] == attempt:
+            return a
+    have = [a["attempt"] for a in attempts]
+    raise AblateError(f"run {run_id} has no attempt {attempt} (attempts: {have or 'none'})")
+
+
+def print_node_logs(http: httpx.Client, run_id: int, node: int, attempt: dict[str, Any]) -> None:
+    files = attempt["files"]
     mine = [f for f in files if f["node_rank"] == node]
+    which = "the earlier logs" if attempt["attempt"] == 0 else f"attempt {attempt['attempt']}"
     if not mine:
         have = sorted({f["node_rank"] for f in files})
         raise AblateError(
-            f"run {run_id} has no log file of node {node} (log files of nodes: {have or 'none'})"
+            f"run {run_id} has no log file of node {node} in {which} (log files of nodes: {have or 'none'})"
         )
     for f in mine:
-        console.print(f"== {f['name']} (host {f['host'] or '?'}, {f['size']} bytes) ==", highlight=False)
-        response = http.get(f"/runs/{run_id}/logs/{f['name']}")
+        console.print(
+            f"== {f['name']} ({which}, host {f['host'] or '?'}, {f['size']} bytes) ==", highlight=False
+        )
+        response = http.get(f"/runs/{run_id}/logs/{f['name']}", params={"attempt": f["attempt"]})
         if response.status_code >= 400:
             raise AblateError(describe_problem(response))
         sys.stdout.write(readable_log(response.text))

@@ -368,3 +368,83 @@ class ImageManifest(Base):
     components: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> version
     files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # name -> the file it came from
     read_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class WebhookEvent(enum.StrEnum):
+    """What a webhook can subscribe to (docs/ci.md describes each payload)."""
+
+    release_regression = "release.regression"
+    release_resolved = "release.resolved"
+    study_finished = "study.finished"
+    study_failed = "study.failed"
+
+
+class DeliveryStatus(enum.StrEnum):
+    pending = "pending"  # waiting for its next attempt (or leased by a worker delivering it now)
+    delivered = "delivered"  # a 2xx answer
+    failed = "failed"  # every attempt used
+
+
+class Webhook(Base):
+    """An admin's subscription: events POSTed to ``url``, signed with ``secret`` (never returned)."""
+
+    __tablename__ = "webhooks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    url: Mapped[str] = mapped_column(String(2000))
+    # Kept as given: the HMAC needs it (unlike a token, it cannot be stored hashed).
+    secret: Mapped[str] = mapped_column(String(500))
+    events: Mapped[list[Any]] = mapped_column(JSON, default=list)  # WebhookEvent values, sorted
+    description: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    created_by: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class WebhookDelivery(Base):
+    """The outbox: one row per (event, webhook), written in the transaction of the change that caused
+    the event; the delivery worker claims due rows with a lease and records each attempt here. The
+    body is fixed when the row is written, so every retry sends the same bytes under the same id."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        CheckConstraint(_in("status", DeliveryStatus), name="status"),
+        CheckConstraint(_in("event", WebhookEvent), name="event"),
+        # the worker's claim: due pending rows, oldest first
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(36), unique=True)  # X-Ablate-Delivery (a UUID)
+    webhook_id: Mapped[int] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"), index=True)
+    event: Mapped[str] = mapped_column(String(32))
+    body: Mapped[str] = mapped_column(Text)  # the exact JSON sent and signed
+    status: Mapped[str] = mapped_column(String(16), default=DeliveryStatus.pending.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # counted when claimed
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    lease_owner: Mapped[str | None] = mapped_column(String(NAME), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # one entry per finished attempt: {"attempt", "at", "status_code", "error", "duration_ms"}
+    history: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = _created()
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class ReleaseWatch(Base):
+    """Which releases' verdicts must be looked at again, and the regressions already announced.
+
+    Ingest bumps ``version`` (in the transaction that stores the results); the delivery worker
+    recomputes the comparisons of a release whose ``checked_version`` is behind, then, in one
+    transaction, stores the regressed cells in ``regressions`` and writes the events of what changed
+    to the outbox."""
+
+    __tablename__ = "release_watch"
+
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    checked_version: Mapped[int] = mapped_column(Integer, default=0)
+    # "baseline|cluster|workload|variant|metric" -> the regressed delta when it was announced
+    regressions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # when the comparison behind ``regressions`` began: an older one never overwrites it
+    state_as_of: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

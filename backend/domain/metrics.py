@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -86,6 +87,12 @@ _WORK = _words(
     "iters iteration iterations step steps batch batches example examples req reqs request requests "
     "query queries op ops flop flops gflop gflops tflop tflops pflop pflops"
 )
+# Counts of bad events: fewer is better whatever they are counted per (failures/day is not a rate to
+# maximise). Matched against the unit's numerator and the words of a custom metric's name.
+_FAILURES = _words(
+    "fail fails failed failure failures error errors err errs fault faults crash crashes crashed oom ooms "
+    "timeout timeouts retry retries restart restarts hang hangs exception exceptions incident incidents"
+)
 _PER_WORDS = (" per ", "per ")
 
 
@@ -115,6 +122,8 @@ def parse_unit_direction(unit: str | None) -> Direction | None:
     if unit is None or not unit.strip():
         return None
     numerator, *denominators = _atoms(unit)
+    if numerator in _FAILURES:
+        return "lower"  # a count of failures, also per time (failures/day)
     if numerator in _TIME | _ENERGY | _MONEY:
         return "lower"  # a cost, also per something (ms/step, J/token, USD/hour)
     if any(d in _TIME for d in denominators):
@@ -124,6 +133,11 @@ def parse_unit_direction(unit: str | None) -> Direction | None:
     if numerator in _WORK:
         return "higher"
     return None
+
+
+def names_failures(name: str) -> bool:
+    """Whether a metric name counts failures (``oom_errors``, ``failures_per_day``): lower is better."""
+    return any(word in _FAILURES for word in re.split(r"[^a-z]+", name.lower()))
 
 
 def infer_direction(unit: str | None) -> Direction:
@@ -172,7 +186,7 @@ def resolve_metric(name: str, unit: str | None = None, better: str | None = None
             f"unknown metric {name!r} with unit {unit!r}: did you mean {lookalike!r}? "
             "(a custom metric needs a name unlike the registered ones)"
         )
-    direction = stated or parse_unit_direction(unit)
+    direction = stated or ("lower" if names_failures(name) else parse_unit_direction(unit))
     if direction is None:
         raise ValueError(
             f"custom metric {name!r}: the unit {unit!r} does not say whether higher or lower is better; "
@@ -199,7 +213,7 @@ def describe_metric(name: str, unit: str | None = None, better: str | None = Non
     if known is not None:
         return known
     u = (unit or "").strip()
-    direction = as_direction(better) or infer_direction(u or None)
+    direction = as_direction(better) or ("lower" if names_failures(name) else infer_direction(u or None))
     return MetricDef(name=name, unit=u, direction=direction, label=name, non_negative=False)
 
 
@@ -210,7 +224,10 @@ def direction_of(
     known = KNOWN_METRICS.get(name)
     if known is not None:
         return known.direction
-    return as_direction(better) or parse_unit_direction(unit) or default
+    stated = as_direction(better)
+    if stated is not None:
+        return stated
+    return "lower" if names_failures(name) else parse_unit_direction(unit) or default
 
 
 def is_better(name: str, a: float, b: float, *, unit: str | None = None) -> bool:

@@ -37,6 +37,16 @@ def visible_devices_env(cluster: Mapping[str, Any]) -> str | None:
 # The name of one log file of a run (see RunSpec.log_file): node rank, and the rank when there are ranks;
 # ``node<N>-image.log`` is what the node did to make the run's container image ready (the pull).
 LOG_NAME = re.compile(r"^node(?P<node>\d{1,6})(?:-rank(?P<rank>\d{1,9})|-(?P<part>image))?\.log$")
+# Each attempt of a run keeps its own log folder, ``run-<id>/attempt-<N>/``, so a retry never overwrites
+# the logs of the attempt that failed. Runs logged before that kept their files in ``run-<id>/`` itself.
+ATTEMPT_DIR = re.compile(r"^attempt-(?P<attempt>\d{1,6})$")
+# What became of an attempt that did not finish the run (JSON: "outcome", "reason"), kept in its folder.
+ATTEMPT_OUTCOME = "outcome.json"
+
+
+def attempt_log_folder(log_dir: str | PurePath, run_id: int, attempt: int) -> PurePath:
+    """``<log_dir>/run-<id>/attempt-<N>``: where one attempt of a run keeps its log files."""
+    return PurePath(log_dir) / f"run-{run_id}" / f"attempt-{attempt}"
 
 
 @dataclass
@@ -68,20 +78,21 @@ class RunSpec:
     node_rank: int = 0
     nnodes: int = 1
     launch: str = "per-device"
+    attempt: int = 1  # which attempt of the run this is: each keeps its own log folder
     # The container this run executes in (the cluster's container settings, "image" and "attempt"), or
     # None: processes on the host. See ablate.workers.containers.
     container: dict[str, Any] | None = None
 
     def log_file(self, rank: int | None = None, part: str | None = None) -> str:
         """Where this node's log (or one rank's, when the runner starts ranks) goes: one file each,
-        ``<log_dir>/run-<id>/node<N>[-rank<R>].log``, so no two processes write the same file
-        (``part="image"``: ``node<N>-image.log``, the image's pull)."""
+        ``<log_dir>/run-<id>/attempt-<A>/node<N>[-rank<R>].log``, so no two processes (and no two
+        attempts) write the same file (``part="image"``: ``node<N>-image.log``, the image's pull)."""
         name = (
             f"node{self.node_rank}"
             + (f"-rank{rank}" if rank is not None else f"-{part}" if part else "")
             + ".log"
         )
-        return str(PurePath(self.log_dir) / f"run-{self.run_id}" / name)
+        return str(attempt_log_folder(self.log_dir, self.run_id, self.attempt) / name)
 
     @property
     def factors(self) -> list[str]:

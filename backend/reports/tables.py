@@ -265,7 +265,14 @@ def verdict_text(d: ReleaseDelta) -> str:
         return d.status
     if r.verdict == "not testable":
         return f"not testable (n={r.n_baseline} vs {r.n_contender})"
-    return r.verdict
+    text: str = r.verdict
+    if d.suspect:
+        text = "suspect regression" if r.indicated == "regressed" else "suspect improvement"
+    if d.busy_runs:
+        # The mark every verdict row carries when some of its runs were measured on a busy host.
+        left = "kept" if d.busy_included else "left out"
+        text += f" [busy host: {d.busy_runs} run{'s' if d.busy_runs != 1 else ''} {left}]"
+    return text
 
 
 def lookback_text(d: ReleaseDelta) -> str:
@@ -276,7 +283,11 @@ def lookback_text(d: ReleaseDelta) -> str:
     if lb.verdict is None:
         return f"no verdict ({lb.n_history} releases)"
     t = NA if lb.oriented_t is None else f"{lb.oriented_t:+.2f}"
-    return f"{pct(lb.improvement_pct)} vs mean of {lb.n_history}, t={t} ({lb.verdict})"
+    text = f"{pct(lb.improvement_pct)} vs mean of {lb.n_history}, t={t} ({lb.verdict})"
+    tr = d.trend
+    if tr is not None and tr.verdict in ("improved", "regressed") and tr.slope_pct is not None:
+        text += f"; drift {tr.slope_pct:+.2f}% per release over {tr.n_releases} ({tr.verdict})"
+    return text
 
 
 def _delta_header(unit: str, with_lookback: bool = True) -> tuple[str, ...]:
@@ -325,11 +336,9 @@ def delta_tables(c: ReleaseComparison | RunSetComparison) -> list[Table]:
 
 
 def regression_table(c: ReleaseComparison) -> Table:
-    rows = tuple(
-        (d.metric, *_delta_row(d, True)[:9], ", ".join(c.suspects) or NA)
-        for d in c.deltas
-        if d.verdict == "regressed"
-    )
+    """Every regressed cell, then every suspect (the counts above name both: none is left out)."""
+    listed = [d for d in c.deltas if d.verdict == "regressed"] + [d for d in c.deltas if d.suspect]
+    rows = tuple((d.metric, *_delta_row(d, True)[:9], ", ".join(c.suspects) or NA) for d in listed)
     head = ("Metric", *_delta_header("", True)[:9], "Suspects (manifest changes)")
     untestable = len(c.not_testable)
     note = (

@@ -96,6 +96,8 @@ class SeriesOut(Out):
 
 class RunLogOut(Out):
     name: str
+    # the attempt whose file this is; 0: kept before each attempt had its own log folder
+    attempt: int
     node_rank: int
     rank: int | None
     host: str | None
@@ -103,5 +105,15 @@ class RunLogOut(Out):
     url: str
 
 
+class RunAttemptOut(Out):
+    attempt: int  # 0: the files kept before each attempt had its own log folder
+    current: bool  # the run's latest attempt: its outcome is the run's status
+    # the run's status for the current attempt; "retried", "superseded" or "unknown" for earlier ones
+    outcome: str
+    reason: str | None
+    files: list[RunLogOut]
+
+
 class RunLogsOut(Out):
-    items: list[RunLogOut]
+    items: list[RunLogOut]  # every attempt's files, oldest attempt first
+    attempts: list[RunAttemptOut]

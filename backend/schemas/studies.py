@@ -23,9 +23,10 @@ RECOMMENDED_REPEATS = 5
 
 def few_repeats_warning(repeats: int) -> str:
     return (
-        f"repeats={repeats} is below {RECOMMENDED_REPEATS}: a 5% change at 2% noise is found about half "
-        "the time at 3 repeats (94% at 5), no rung can be called clean of noise, and fewer than 2 "
-        "repeats give no verdict at all"
+        f"repeats={repeats} is below {RECOMMENDED_REPEATS}: a 5% change at 2% noise is found 56% of the "
+        "time at 3 repeats when it is the release's only comparison and 4% when it is 1 of 20 (the "
+        "release's other cells and metrics share the adjustment; at 5 repeats: 89% and 38%, at 10: 99% "
+        "and 96%), no rung can be called clean of noise, and fewer than 2 repeats give no verdict at all"
     )
 
 
@@ -154,7 +155,8 @@ class StudyOut(Out):
     finished_at: datetime | None
     plan: dict[str, Any]
     runs: list[StudyRunOut]
-    # Its queued runs wait for nothing: "waiting: no dispatcher serves cluster ..."
+    # Its queued (or running) runs wait for nothing: "waiting: no dispatcher serves cluster 'x' (last seen
+    # 12 min ago)"
     waiting: str | None = None
     # On creation: what the accepted plan will not be able to show (e.g. too few repeats).
     warnings: list[str] = []

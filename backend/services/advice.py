@@ -31,10 +31,10 @@ from sqlalchemy.orm import Session
 from ablate.backend.analysis import checkpointing as model
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
 from ablate.backend.domain.factors import normalize_factor
+from ablate.backend.domain.model_shapes import PRESETS, resolve_model
 from ablate.backend.services import catalog
 from ablate.backend.services.comparison.loading import NOT_EXCLUDED
 from ablate.backend.services.errors import ValidationProblem
-from ablate.workers.runners.torch_llm.config import PRESETS, resolve_model
 
 TORCH_LLM = "torch-llm"
 MEMORY_METRICS = ("peak_memory_reserved_gib", "peak_memory_gib")

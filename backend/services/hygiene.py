@@ -32,6 +32,7 @@ from ablate.backend.services import catalog, ingest, runs
 from ablate.backend.services.errors import Conflict
 from ablate.backend.services.studies import get_study
 from ablate.backend.services.tokens import Principal
+from ablate.backend.services.webhooks import watch
 
 MAX_PAGE = 500
 MAX_LISTED_IDS = 1_000  # run ids kept in a deletion's audit details
@@ -105,6 +106,7 @@ def exclude_run(session: Session, run_id: int, reason: str, who: Principal) -> t
         )
     run.excluded_at = utcnow()
     run.exclusion_reason = reason
+    watch.mark_releases(session, [run.release_id])  # its verdicts may change: webhooks hear of it
     return run, _record_run(session, who, AuditAction.exclude_run, run, reason, _cell(run))
 
 
@@ -116,6 +118,7 @@ def include_run(session: Session, run_id: int, reason: str | None, who: Principa
     details = {**_cell(run), "excluded_at": run.excluded_at.isoformat(), "excluded_for": run.exclusion_reason}
     run.excluded_at = None
     run.exclusion_reason = None
+    watch.mark_releases(session, [run.release_id])
     return run, _record_run(session, who, AuditAction.include_run, run, reason, details)
 
 

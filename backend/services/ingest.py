@@ -50,6 +50,7 @@ from ablate.backend.services import catalog
 from ablate.backend.services.catalog import Entry
 from ablate.backend.services.downsample import minmax_downsample, pyramid_levels
 from ablate.backend.services.errors import Conflict, FieldError, ProblemError, ValidationProblem
+from ablate.backend.services.webhooks import watch
 
 THROUGHPUT = "throughput_tokens_per_s"
 
@@ -180,6 +181,42 @@ def _series_problem(name: str, steps: np.ndarray, values: np.ndarray) -> str | N
     return None
 
 
+def check_directions(session: Session, rows: Sequence[tuple[str, Rows]]) -> None:
+    """Refuse a custom metric whose direction contradicts the one stored for its name (409).
+
+    One name has one direction: otherwise the first row a comparison reads decides, and a step time
+    submitted once as ``better: higher`` turns +14% step time into "improved". Every stored row of a
+    name carries the same direction (this check keeps it so), so one indexed row per name tells it.
+    Two first submissions of a new name racing with opposite directions can both pass; the comparison
+    then uses the first row's (docs/results-contract.md).
+    """
+    given: dict[str, tuple[str, str, str]] = {}  # name -> (direction, unit, where) of its first row
+    for loc, r in rows:
+        for m in r.metrics:
+            if m.better is None:
+                continue
+            where = _join(loc, f"metrics.{m.name}")
+            first = given.setdefault(m.name, (m.better, m.unit, where))
+            if first[0] != m.better:
+                raise Conflict.at(
+                    where,
+                    f"metric {m.name!r} is {m.better}-is-better here (unit {m.unit!r}) but "
+                    f"{first[0]}-is-better at {first[2]} (unit {first[1]!r}): "
+                    "one metric name has one direction",
+                )
+    for name, (better, unit, where) in sorted(given.items()):
+        stored = session.scalar(
+            select(RunMetric.better).where(RunMetric.name == name, RunMetric.better.is_not(None)).limit(1)
+        )
+        if stored is not None and stored != better:
+            raise Conflict.at(
+                where,
+                f"metric {name!r} is stored as {stored}-is-better; this result gives {better}-is-better "
+                f"(stated, or read from its unit {unit!r}); one metric name has one direction: state "
+                f"better: {stored!r} or use another name",
+            )
+
+
 def write_rows(session: Session, rows: Sequence[tuple[int, Rows]]) -> None:
     """Insert the metric and series rows of already-flushed runs, in bulk (one statement per table)."""
     metric_rows = [{"run_id": run_id, **m._asdict()} for run_id, r in rows for m in r.metrics]
@@ -250,6 +287,7 @@ def record_run_results(
         first = next(iter(bad.values()))
         raise InvalidResults(f"{len(bad)} invalid result(s); first: {first.detail}", errors, bad)
     rows = [c for c in checked if isinstance(c, Rows)]
+    check_directions(session, [(f"[{i}]", r) for i, r in enumerate(rows)])
     for item, r in zip(items, rows, strict=True):
         # A run cancelled meanwhile stays cancelled.
         status = RunStatus.cancelled.value if item.run.status == RunStatus.cancelled else None
@@ -265,6 +303,7 @@ def record_run_results(
     write_rows(session, [(item.run.id, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
         session.expire(item.run, ["metrics", "series"])
+    watch.mark_releases(session, {item.run.release_id for item in items})
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
     if study_ids and refresh_studies:
         from ablate.backend.services.studies import refresh_study_statuses
@@ -517,6 +556,7 @@ def submit_results(
         if key not in existing
     ]
     rows = _validated(todo)
+    check_directions(session, [(f"results[{i}]", r) for i, r in rows.items()])
     lookup = _CatalogLookup(session, token_scope, cached=optimistic)
     runs: dict[int, Run] = {}
     for i, submitted, result in todo:
@@ -527,6 +567,7 @@ def submit_results(
     session.add_all(runs.values())
     session.flush()  # one batched INSERT ... RETURNING for all runs
     write_rows(session, [(runs[i].id, rows[i]) for i, _, _ in todo])
+    watch.mark_releases(session, {run.release_id for run in runs.values()})
     ids = [runs[i].id if i in runs else existing[str(keys[i])] for i in range(len(keys))]
     return SubmitOutcome(ids, created=True)
 

@@ -38,6 +38,7 @@ from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import adaptive, catalog, dispatchers
 from ablate.backend.services.errors import NotFound, ValidationProblem
 from ablate.backend.services.sweeps import check_ckpt_layers
+from ablate.backend.services.webhooks import events as webhook_events
 
 plans_log = logging.getLogger("ablate.plans")
 
@@ -251,6 +252,8 @@ def _refresh(session: Session, found: list[Study]) -> dict[int, str]:
         terminal = is_terminal(status)
         if terminal and study.finished_at is None:
             study.finished_at = utcnow()
+            # In this transaction: the event is committed exactly when the study's end is.
+            webhook_events.study_ended(session, study, counts[study.id])
         elif not terminal and study.finished_at is not None:
             study.finished_at = None
         out[study.id] = status.value
@@ -332,9 +335,11 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
         "plan": plan,
         "runs": runs,
         "adaptive": adaptive.summary(session, study),  # None for a fixed repeats count
+        # Queued runs wait for nothing, and running ones are neither finished nor reaped, while no
+        # dispatcher serves the cluster.
         "waiting": (
             dispatchers.waiting_reasons(session, [study.cluster]).get(study.cluster_id)
-            if any(r["status"] == RunStatus.queued.value for r in runs)
+            if any(r["status"] in (RunStatus.queued.value, RunStatus.running.value) for r in runs)
             else None
         ),
     }

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ablate.backend.db.models import Variant, Workload
 from ablate.backend.domain.factors import normalize_factor
+from ablate.backend.domain.model_shapes import resolve_model
 from ablate.backend.services.errors import ValidationProblem
-from ablate.workers.runners.torch_llm.config import resolve_model
 
 TORCH_LLM = "torch-llm"
 

@@ -93,10 +93,16 @@ def run_page(request: Request, run_id: DbId) -> Response:
 
 
 @pages.get("/runs/{run_id}/logs/{name}")
-def run_log(request: Request, run_id: DbId, name: Annotated[str, Path(max_length=64)]) -> Response:
-    """One log file of a run (a node's, or a rank's), as plain text."""
+def run_log(
+    request: Request,
+    run_id: DbId,
+    name: Annotated[str, Path(max_length=64)],
+    attempt: Annotated[int | None, Query(ge=0, le=999_999)] = None,
+) -> Response:
+    """One log file of a run (a node's, or a rank's) of one attempt (0: the earlier single-folder layout;
+    left out: the newest attempt that has it), as plain text."""
     with _db(request).read() as session:
-        path = run_logs.log_file(session, run_id, name, request.app.state.settings.log_dir)
+        path = run_logs.log_file(session, run_id, name, request.app.state.settings.log_dir, attempt)
     return FileResponse(path, media_type="text/plain; charset=utf-8")
 
 

@@ -7,7 +7,7 @@ with a single integer key is rebuilt with it. Ids freed before this migration ca
 here on none is reused. PostgreSQL sequences never reuse ids: nothing to do there.
 
 Revision ID: 0013
-Revises: 0008
+Revises: 0010
 Create Date: 2026-12-05
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013"
-down_revision: str | None = "0008"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

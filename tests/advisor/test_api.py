@@ -152,6 +152,12 @@ def test_cli_prints_the_table(server: tuple[LiveServer, dict[str, list[int]]], d
     assert as_json.exit_code == 0 and json.loads(as_json.stdout)["recommended_ckpt_layers"] == (
         advice.recommended_ckpt_layers
     )
+    # "does not fit" is an answer, not a success: exit 3, table and JSON still printed.
+    tight = [*args, "--workload", "torch-llm-llama-1b", "--memory-gib", "30", "--utilisation", "1"]
+    for extra in ([], ["--json"]):
+        nofit = CliRunner().invoke(cli, [*tight, *extra, "--url", db_url], terminal_width=200)
+        assert nofit.exit_code == 3, nofit.output
+        assert "does not fit" in nofit.output
     # The real console script: a bad input ends with one line and exit code 1.
     ablate = str(Path(sys.executable).parent / "ablate")
     for extra, text in (
@@ -163,3 +169,50 @@ def test_cli_prints_the_table(server: tuple[LiveServer, dict[str, list[int]]], d
         )
         assert bad.returncode == 1 and "Traceback" not in bad.stderr
         assert bad.stderr.startswith(text) and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_cli_asks_a_server_and_prints_the_same(
+    server: tuple[LiveServer, dict[str, list[int]]], db_url: str
+) -> None:
+    """`--server` (a CI runner has no database): the same table and JSON as from the database."""
+    live = server[0]
+    args = ["advise", "checkpointing", "--release", seed.RELEASE, "--cluster", "h200-1x8"]
+    good = [*args, "--workload", "torch-llm-llama-1b", "--memory-gib", "60", "--utilisation", "0.9"]
+    local = CliRunner().invoke(cli, [*good, "--url", db_url], terminal_width=200)
+    remote = CliRunner().invoke(cli, [*good, "--server", live.url], terminal_width=200)
+    assert remote.exit_code == 0, remote.output
+    assert remote.output == local.output and "basis: measured" in remote.output
+    local_json = CliRunner().invoke(cli, [*good, "--json", "--url", db_url])
+    remote_json = CliRunner().invoke(cli, [*good, "--json", "--server", live.url])
+    assert json.loads(remote_json.stdout) == json.loads(local_json.stdout)
+    ablate = str(Path(sys.executable).parent / "ablate")
+    for extra, text in (
+        (["--workload", "ljperf-mystery", "--server", live.url], "error: HTTP 422"),
+        (["--workload", "torch-llm-llama-1b", "--server", "http://127.0.0.1:1"], "error: cannot reach"),
+        (["--workload", "torch-llm-llama-1b", "--server", live.url, "--url", db_url], "error: give --url"),
+    ):
+        bad = subprocess.run([ablate, *args, *extra], capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+        assert bad.stderr.startswith(text) and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "has no layer count" in subprocess.run(
+        [ablate, *args, "--workload", "ljperf-mystery", "--server", live.url],
+        capture_output=True, text=True, timeout=120,
+    ).stderr  # fmt: skip
+
+
+def test_cli_over_a_server_that_needs_a_token(db_url: str) -> None:
+    live = start_live_server(db_url, settings={"read_requires_token": True})
+    try:
+        seed.seed(live.database)
+        from tests.api.conftest import make_token
+
+        reader = make_token(live.database, "reader", "read")
+        args = ["advise", "checkpointing", "--release", seed.RELEASE, "--cluster", "h200-1x8"]
+        good = [*args, "--workload", "torch-llm-llama-1b", "--memory-gib", "60", "--json"]
+        refused = CliRunner().invoke(cli, [*good, "--server", live.url])
+        assert refused.exit_code == 1 and "HTTP 401" in str(refused.exception)
+        allowed = CliRunner().invoke(cli, [*good, "--server", live.url, "--token", reader])
+        assert allowed.exit_code == 0, allowed.output
+        assert json.loads(allowed.stdout)["workload"] == "torch-llm-llama-1b"
+    finally:
+        live.stop()

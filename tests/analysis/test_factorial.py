@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from ablate.backend.analysis.factorial import analyze_factorial, factors_from_variant
+from ablate.backend.analysis.factorial import ZERO_VARIANCE_NOTE, analyze_factorial, factors_from_variant
 
 from .helpers import assert_no_nan
 
@@ -206,3 +206,17 @@ def test_design_with_background_and_largest_set_wins():
     assert d.factors == ("a", "b", "c") and len(d.cells) == 8
     # input order does not matter
     assert find_factorial_design(list(reversed(cube))) == d
+
+
+def test_a_deterministic_design_names_zero_variance_never_a_tiny_p() -> None:
+    """Equal repeats per cell (memory): the rounding of a mean of equal logs is no variance (issue 27:
+    46% of such designs showed p ~ 1e-30)."""
+    rng = np.random.default_rng(27)
+    for _ in range(200):
+        level = float(rng.uniform(10.0, 80.0))
+        mus = {(): level, ("A",): level * 0.8, ("B",): level * 1.1, ("A", "B"): level * 0.85}
+        n = int(rng.integers(2, 6))
+        fa = analyze_factorial([(list(k), [v] * n) for k, v in mus.items()], "peak_memory_gib")
+        assert ZERO_VARIANCE_NOTE in fa.reasons
+        for e in (*fa.main_effects, *fa.interactions):
+            assert e.p_value is None and e.ci_low is None and e.se == 0.0

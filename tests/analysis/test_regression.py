@@ -13,6 +13,7 @@ from ablate.backend.analysis.regression import (
     compare_releases_many,
     lookback,
     lookback_many,
+    trend_many,
 )
 from ablate.backend.analysis.stats import BH_METHOD, bh_adjust
 
@@ -67,11 +68,25 @@ def test_n3_detects_a_20pct_drop():
     assert r.verdict == "regressed" and r.testable and r.p_value < 0.001
 
 
-def test_suspect_is_unchanged_with_a_reason():
+def test_past_the_threshold_within_the_noise_is_unchanged_not_suspect():
     r = run([100.0, 110.0, 90.0], [94.0, 104.0, 85.0])
-    assert r.verdict == "unchanged" and r.indicated == "regressed"
+    assert r.verdict == "unchanged" and r.indicated == "regressed" and not r.suspect
     assert r.exceeds_threshold and not r.significant
-    assert any("not significant" in x for x in r.reasons)
+    assert any("within the noise (p=" in x for x in r.reasons)
+
+
+def test_suspect_is_past_the_threshold_with_p_below_alpha_but_q_not():
+    """Suspect = p < alpha, q >= alpha, past the threshold; the other comparison dilutes q."""
+    pairs = [
+        ReleasePair([950.0, 1000.0, 1050.0], [830.0, 880.0, 930.0], "throughput_tokens_per_s"),
+        ReleasePair([1000.0, 1001.0, 1002.0], [1000.0, 1001.0, 1002.0], "throughput_tokens_per_s"),
+    ]
+    r = compare_releases_many(pairs)[0]
+    assert r.p_value is not None and r.q_value is not None and r.p_value < 0.05 <= r.q_value
+    assert r.verdict == "unchanged" and r.suspect and r.indicated == "regressed"
+    assert r.reasons[0].startswith("suspect: regressed by 12.02% (p=0.0")
+    alone = compare_releases_many(pairs[:1], adjust=False)[0]  # q = p: confirmed, not suspect
+    assert alone.verdict == "regressed" and not alone.suspect
 
 
 def test_below_threshold_is_unchanged_even_if_significant():
@@ -108,8 +123,8 @@ def test_edge_cases():
 
 def test_two_values_a_side_say_what_they_assume():
     r = run([100.0, 101.0], [90.0, 91.0, 90.5])
-    assert r.test.startswith("student-t (pooled variance)")
-    assert any("assumes both sides share one noise level" in x for x in r.reasons)
+    assert r.test.startswith("welch-t on log values, df at most 1.25")
+    assert any("a side has 2 values" in x and "1.25 degrees of freedom" in x for x in r.reasons)
 
 
 @settings(max_examples=50, deadline=None)
@@ -273,3 +288,43 @@ def test_lookback_many_is_one_bh_family():
     assert [m.p_value for m in many] == [s.p_value for s in single]
     assert [m.q_value for m in many] == bh_adjust([s.p_value for s in single])
     assert many[2].p_value is None and many[2].verdict is None
+
+
+def test_lookback_note_follows_its_own_test():
+    """Rejected by its own test (p < alpha) but not by q: never "within its prediction interval"."""
+    hist = [100.0, 101.0, 99.0, 100.5, 99.5]
+    out = lookback_many(
+        [
+            LookbackRequest(96.0, hist, "throughput_tokens_per_s"),  # t ~ -4.4, p ~ 0.01
+            *(LookbackRequest(100.0 + i * 0.1, hist, "throughput_tokens_per_s") for i in range(5)),
+        ]
+    )
+    r = out[0]
+    assert r.p_value is not None and r.q_value is not None and r.p_value < 0.05 <= r.q_value
+    assert r.verdict == "unchanged" and "outside its prediction interval" in r.reasons[0]
+    assert "within" not in r.reasons[0]
+
+
+def test_a_steady_drift_is_caught_by_the_trend_not_by_the_lookback():
+    """-1.5% per release without noise: the lookback reads t = -1.7 (its history spreads with the drift)."""
+    hist = [100.0 * 0.985**i for i in range(5)]
+    new = 100.0 * 0.985**5
+    assert lookback(new, hist, metric="throughput_tokens_per_s").verdict == "unchanged"
+    (tr,) = trend_many([LookbackRequest(new, hist, "throughput_tokens_per_s")], adjust=False)
+    assert tr.verdict == "regressed" and tr.n_releases == 6 and tr.p_value == 0.0
+    assert tr.slope_pct == pytest.approx(-1.5) and tr.change_pct == pytest.approx((0.985**5 - 1) * 100)
+    assert tr.reasons == ("drift: -1.50% per release over 6 releases",)
+    # Lower is better: the same slope on step time is an improvement.
+    (st,) = trend_many([LookbackRequest(new, hist, "step_time_s")], adjust=False)
+    assert st.verdict == "improved" and st.improvement_pct == pytest.approx(-st.change_pct)
+
+
+def test_the_trend_needs_history_and_a_slope_past_the_threshold():
+    short = trend_many([LookbackRequest(95.0, [100.0, 99.0, 98.0], "throughput_tokens_per_s")], adjust=False)[
+        0
+    ]
+    assert short.verdict is None and short.p_value is None and "the trend needs 5" in short.reasons[0]
+    flat = trend_many(
+        [LookbackRequest(100.2, [100.0, 100.5, 99.5, 100.1, 99.9], "throughput_tokens_per_s")], adjust=False
+    )[0]
+    assert flat.verdict == "unchanged" and flat.p_value is not None and flat.p_value > 0.05

@@ -10,7 +10,8 @@ from scipy import stats
 from ablate.backend.analysis.comparison import Pair, compare_many, compare_samples
 from ablate.backend.analysis.stats import (
     BH_METHOD,
-    POOLED_LOG_TEST,
+    TWO_VALUES_LOG_TEST,
+    TWO_VALUES_MAX_DF,
     WELCH_LOG_TEST,
     bh_adjust,
     clean_values,
@@ -146,15 +147,18 @@ def test_welch_log_matches_scipy():
     assert (w.log_low, w.log_high) == pytest.approx((ci.low, ci.high))
 
 
-def test_two_values_a_side_use_the_pooled_t():
+def test_two_values_a_side_cap_the_welch_df():
+    """Welch's SE and Satterthwaite df, the df capped at 1.25 where a side has 2 values."""
     c = clean_values([105.0, 103.0])
     r = clean_values([100.0, 101.0, 99.0, 100.5, 98.0])
     w = welch_log(c, r)
-    ref = stats.ttest_ind(np.log(c), np.log(r), equal_var=True)
-    ci = ref.confidence_interval(0.95)
-    assert w.method == POOLED_LOG_TEST and w.df == 5
-    assert w.p_value == pytest.approx(ref.pvalue)
-    assert (w.log_low, w.log_high) == pytest.approx((ci.low, ci.high))
+    ref = stats.ttest_ind(np.log(c), np.log(r), equal_var=False)
+    se = math.sqrt(np.var(np.log(c), ddof=1) / 2 + np.var(np.log(r), ddof=1) / 5)
+    df = min(float(ref.df), TWO_VALUES_MAX_DF)
+    assert w.method == TWO_VALUES_LOG_TEST and w.df == pytest.approx(df) and w.se == pytest.approx(se)
+    assert w.p_value == pytest.approx(2 * stats.t.sf(abs(ref.statistic), df))
+    half = stats.t.ppf(0.975, df) * se
+    assert (w.log_low, w.log_high) == pytest.approx((w.log_ratio - half, w.log_ratio + half))
 
 
 def test_welch_log_not_testable_and_degenerate():

@@ -358,3 +358,84 @@ def test_concurrent_submissions_of_one_cell_get_distinct_repeats(
     else:
         assert codes == [201] * 8
         assert _repeats(live_server.database) == list(range(9))
+
+
+def _custom(value: float, unit: str, better: str | None = None, repeat: int = 0) -> dict[str, Any]:
+    metric: dict[str, Any] = {"value": value, "unit": unit}
+    if better is not None:
+        metric["better"] = better
+    return result(repeat=repeat, metrics={"throughput_tokens_per_s": 1000.0, "wait_ms": metric})
+
+
+def test_a_metric_keeps_the_direction_first_stored(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    """`ms/step` stored as lower-is-better: a later `better: higher` is a 409 naming both, nothing stored."""
+    create_release(admin)
+    assert ci.post("/results", json={"results": [_custom(5.0, "ms/step")]}).status_code == 201
+    before = snapshot(live_server.database)
+    response = ci.post("/results", json={"results": [_custom(5.7, "ms/step", "higher", repeat=1)]})
+    body = assert_problem(response, 409, loc="results[0].metrics.wait_ms")
+    assert "'wait_ms' is stored as lower-is-better" in body["detail"]
+    assert "gives higher-is-better" in body["detail"] and "better: 'lower'" in body["detail"]
+    assert snapshot(live_server.database) == before
+    # the stored direction, stated or read from the unit, is accepted
+    again = ci.post("/results", json={"results": [_custom(5.2, "ms/step", "lower", repeat=1)]})
+    assert again.status_code == 201, again.text
+
+
+def test_one_batch_cannot_give_one_metric_two_directions(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    create_release(admin)
+    before = snapshot(live_server.database)
+    batch = [_custom(0.5, "%", "higher"), _custom(0.6, "%", "lower", repeat=1)]
+    body = assert_problem(ci.post("/results", json={"results": batch}), 409, loc="results[1].metrics.wait_ms")
+    assert "lower-is-better here" in body["detail"] and "higher-is-better at results[0]" in body["detail"]
+    assert snapshot(live_server.database) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "unit"), [("failures", "failures/day"), ("errors", "count"), ("oom_errors", "1/day")]
+)
+def test_counts_of_failures_are_lower_is_better(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client, name: str, unit: str
+) -> None:
+    create_release(admin)
+    payload = result(metrics={"throughput_tokens_per_s": 1000.0, name: {"value": 3.0, "unit": unit}})
+    assert ci.post("/results", json={"results": [payload]}).status_code == 201
+    with live_server.database.read() as s:
+        assert s.scalar(select(RunMetric.better).where(RunMetric.name == name)) == "lower"
+
+
+def test_busy_host_runs_leave_verdicts_unless_the_switch_keeps_them(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    """A release whose two last runs were measured on a busy host (40% slower): left out of the
+    verdict by default, the row marked; ?busy_hosts=include keeps them; a bad value is a 422."""
+    create_release(admin, tag="25.11", release_date="2025-11-15")
+    create_release(admin)
+    old = [
+        result(release="training-nv-pytorch:25.11", metrics={"throughput_tokens_per_s": 1000.0 + r})
+        for r in range(5)
+    ]
+    new = [
+        result(
+            metrics={"throughput_tokens_per_s": (600.0 if r >= 3 else 1000.0) + r},
+            provenance={"host_busy": "true", "host_busy_reason": "load 9.1 on 2 CPUs"} if r >= 3 else {},
+        )
+        for r in range(5)
+    ]
+    assert ci.post("/results", json={"results": old + new}).status_code == 201
+
+    def delta(query: str) -> dict[str, Any]:
+        body = ci.get(f"/releases/{REF}/comparison{query}&metric=throughput_tokens_per_s").json()
+        (d,) = body["deltas"]
+        return d
+
+    default = delta("?busy_hosts=exclude")
+    assert default["busy_runs"] == 2 and default["busy_included"] is False
+    assert default["result"]["n_contender"] == 3 and default["result"]["verdict"] == "unchanged"
+    kept = delta("?busy_hosts=include")
+    assert kept["busy_included"] is True and kept["result"]["n_contender"] == 5
+    assert_problem(ci.get(f"/releases/{REF}/comparison?busy_hosts=maybe"), 422)

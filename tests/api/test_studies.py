@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import html
+import re
+from datetime import timedelta
+
 import httpx
 
+from ablate.backend.db.models import DispatcherPresence
 from tests.api.helpers import REF, assert_problem, create_release, snapshot
 from tests.support.live_server import LiveServer
 
@@ -78,17 +83,19 @@ def test_refusals(live_server: LiveServer, admin: httpx.Client, submit_token: st
 
 
 def test_queued_runs_say_when_no_dispatcher_serves_their_cluster(
-    live_server: LiveServer, admin: httpx.Client
+    live_server: LiveServer, admin: httpx.Client, admin_token: str
 ) -> None:
+    from ablate.backend.db.base import utcnow
     from ablate.backend.db.models import Cluster
     from ablate.workers.dispatch import claims
+    from tests.api.test_hygiene_cli import _ablate
 
     create_release(admin)
     study = admin.post("/studies", json=plan(repeats=1)).json()
-    waiting = "waiting: no dispatcher serves cluster 'cpu-box'"
-    assert admin.get(f"/studies/{study['id']}").json()["waiting"] == waiting
+    never = "waiting: no dispatcher serves cluster 'cpu-box' (none seen in the last 24 h)"
+    assert admin.get(f"/studies/{study['id']}").json()["waiting"] == never
     run_id = study["runs"][0]["id"]
-    assert admin.get(f"/runs/{run_id}").json()["waiting"] == waiting
+    assert admin.get(f"/runs/{run_id}").json()["waiting"] == never
     # a dispatcher announces it serves the cluster: nothing to say any more
     with live_server.database.transaction() as s:
         cluster_id = s.query(Cluster.id).filter_by(name="cpu-box").scalar()
@@ -97,4 +104,22 @@ def test_queued_runs_say_when_no_dispatcher_serves_their_cluster(
     assert admin.get(f"/runs/{run_id}").json()["waiting"] is None
     with live_server.database.transaction() as s:
         claims.retire(s, "d1")
-    assert admin.get(f"/runs/{run_id}").json()["waiting"] == waiting
+    just_now = admin.get(f"/runs/{run_id}").json()["waiting"]
+    assert re.fullmatch(r"waiting: no dispatcher serves cluster 'cpu-box' \(last seen \d+ s ago\)", just_now)
+    # one that stopped renewing 12 minutes ago (killed): the newest of the two is the last seen
+    with live_server.database.transaction() as s:
+        claims.retire(s, "d1")
+        s.query(DispatcherPresence).filter_by(owner="d1").update(
+            {"heartbeat_at": utcnow() - timedelta(minutes=14), "expires_at": utcnow() - timedelta(minutes=14)}
+        )
+        twelve = utcnow() - timedelta(minutes=12, seconds=5)
+        claims.announce(s, "d2", gcs_address="10.0.0.5:6379", served=[cluster_id], lease_s=30, now=twelve)
+    waiting = "waiting: no dispatcher serves cluster 'cpu-box' (last seen 12 min ago)"
+    assert admin.get(f"/studies/{study['id']}").json()["waiting"] == waiting
+    # `ablate study show` and the study page say it too
+    shown = _ablate("study", "show", str(study["id"]), "--server", live_server.url, token=admin_token)
+    assert shown.returncode == 0, shown.stderr
+    assert waiting in shown.stdout
+    page = admin.get(f"{live_server.url}/studies/{study['id']}").text
+    alert = re.search(r'<div class="alert" id="study-waiting">([^<]*)</div>', page)
+    assert alert and html.unescape(alert.group(1)) == waiting

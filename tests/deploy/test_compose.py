@@ -222,3 +222,14 @@ def test_docker_compose_config_validates(tmp_path: Path) -> None:
     ppu_command = rendered["services"]["ray-worker-ppu"]["command"]
     ppu_args = shlex.split(ppu_command) if isinstance(ppu_command, str) else ppu_command
     assert '--resources={"PPU": 16}' in ppu_args
+
+
+def test_ray_token_authentication_reaches_every_ray_process(services: dict[str, Any]) -> None:
+    # Ray 2.60: with RAY_AUTH_MODE=token every `ray start` (head, workers, the dispatcher's node) and the
+    # dispatcher's `auto` connection need the same token, from the same variables; off by default.
+    for name in ("ray-head", "ray-worker-gpu", "ray-worker-ppu", "dispatcher"):
+        env = services[name]["environment"]
+        assert interpolate(env["RAY_AUTH_MODE"]) == "disabled", name
+        assert env["RAY_AUTH_MODE"] == "${RAY_AUTH_MODE:-disabled}", name
+        assert env["RAY_AUTH_TOKEN"] == "${RAY_AUTH_TOKEN:-}", name
+    assert "RAY_AUTH_TOKEN" not in services["api"].get("environment", {})  # the API never joins Ray

@@ -1,5 +1,9 @@
 """The built wheel is complete: installed into a fresh environment (no checkout on the path), it
-migrates a database, serves the dashboard with its templates and static files, and runs the demo."""
+migrates a database, serves the dashboard with its templates and static files, and runs the demo.
+
+The wheel is built from exactly what the Docker image holds: the build context as Docker sees it
+(.dockerignore applied) and, of it, what the Dockerfile's COPY lines copy. The image ran
+``pip install .`` on that, so a file the package needs and the image lacks fails here."""
 
 from __future__ import annotations
 
@@ -14,12 +18,11 @@ import zipfile
 from pathlib import Path
 
 import httpx
+import pathspec
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# What a source distribution holds: the wheel is built from a copy of just these, so nothing else
-# of the checkout (build/, caches) can leak into it.
-SOURCES = ("backend", "workers", "migrations", "web", "examples", "pyproject.toml", "setup.py", "README.md")
+DOCKERFILE = ROOT / "Dockerfile"
 EXPECTED_DATA = (
     "ablate/web/templates/base.html",
     "ablate/web/templates/partials/macros.html",
@@ -32,15 +35,49 @@ EXPECTED_DATA = (
 )
 
 
+def docker_context() -> set[str]:
+    """The files Docker sends as the build context: every file of the checkout git tracks or would
+    track, less what .dockerignore excludes (its patterns match from the context's root)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    patterns = [
+        p if p.startswith(("**", "/")) else "/" + p
+        for p in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
+    ignored = pathspec.PathSpec.from_lines("gitignore", patterns)
+    return {f for f in listed if (ROOT / f).is_file() and not ignored.match_file(f)}
+
+
+def image_sources(dest: Path) -> None:
+    """Copy into ``dest`` (the image's WORKDIR) what the Dockerfile's COPY lines copy from the context:
+    a file to ``target`` (into it when it ends in /), a directory's contents into ``target``."""
+    context = docker_context()
+    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("COPY "):
+            continue
+        *sources, target = line.split()[1:]
+        for source in sources:
+            files = [f for f in context if f == source or f.startswith(source.rstrip("/") + "/")]
+            assert files, f"Dockerfile copies {source}, which the build context does not hold"
+            for f in files:
+                if f == source:
+                    to = dest / target / Path(f).name if target.endswith("/") else dest / target
+                else:
+                    to = dest / target / Path(f).relative_to(source)
+                to.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / f, to)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
-    for name in SOURCES:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(path, src / name)
+    image_sources(src)
     out = tmp_path_factory.mktemp("dist")
     build = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)]
     done = subprocess.run(build, capture_output=True, text=True, timeout=600)

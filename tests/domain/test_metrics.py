@@ -169,3 +169,13 @@ def test_a_misspelt_known_metric_is_refused_with_a_suggestion():
     with pytest.raises(ValueError, match="did you mean 'peak_memory_gib'"):
         resolve_metric("peak_mem_gib", "GiB")
     assert resolve_metric("host_rss_gib", "GiB").direction == "lower"  # not a lookalike
+
+
+@pytest.mark.parametrize(
+    ("name", "unit"),
+    [("incidents", "failures/day"), ("errors", "count"), ("oom_errors", "1/day"), ("node_crashes", "1")],
+)
+def test_counts_of_failures_are_lower_is_better_unless_stated(name: str, unit: str) -> None:
+    assert resolve_metric(name, unit).direction == "lower"
+    assert describe_metric(name, unit).direction == "lower" and direction_of(name, unit=unit) == "lower"
+    assert resolve_metric(name, unit, "higher").direction == "higher"  # stated wins

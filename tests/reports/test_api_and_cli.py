@@ -141,3 +141,34 @@ def test_cli_report_writes_the_same_bytes(server: LiveServer, tmp_path: Path) ->
         "error: release: release 'nope:1' does not exist; no release of image 'nope'; "
         f"images: {REF.split(':')[0]}"
     ]  # said once, with what there is
+
+
+def test_cli_report_from_a_server_writes_the_same_bytes(server: LiveServer, tmp_path: Path) -> None:
+    """`ablate report --server` (a CI runner has no database): the bytes the database gives."""
+    url = server.settings.database_url
+    for fmt in ("json", "md", "csv", "html"):
+        local, remote = tmp_path / f"local.{fmt}", tmp_path / f"remote.{fmt}"
+        args = ["report", REF, "-f", fmt, "--metric", "throughput_tokens_per_s"]
+        made = CliRunner().invoke(cli, [*args, "-o", str(local), "--url", url])
+        fetched = CliRunner().invoke(cli, [*args, "-o", str(remote), "--server", server.url])
+        assert made.exit_code == 0 and fetched.exit_code == 0, fetched.output
+        assert remote.read_bytes() == local.read_bytes(), fmt
+        assert f"wrote {fmt} report of {REF}" in fetched.stdout
+    older = CliRunner().invoke(
+        cli, ["report", REF, "-f", "md", "--baseline", f"{seed.IMAGE}:25.10", "--server", server.url]
+    )
+    assert older.exit_code == 0 and older.stdout.startswith(f"# Ablation report: {REF}")
+    assert f"{seed.IMAGE}:25.10" in older.stdout
+    ablate = str(Path(sys.executable).parent / "ablate")
+    for args, text in (
+        (
+            ["report", "nope:1", "--server", server.url],
+            "error: HTTP 404 Not found: release: release 'nope:1'",
+        ),
+        (["report", REF, "--server", "http://127.0.0.1:1"], "error: cannot reach"),
+        (["report", REF, "--server", server.url, "--url", url], "error: give --url"),
+        (["report", REF, "--server", server.url, "--threshold", "0"], "error: HTTP 422"),
+    ):
+        bad = subprocess.run([ablate, *args], capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+        assert bad.stderr.startswith(text) and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

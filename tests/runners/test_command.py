@@ -227,8 +227,9 @@ def test_the_launch_decides_the_environment_and_the_log_file(
     assert {k: seen[k] for k in node} == node and seen["MASTER_PORT"] == "29555"
     if launch == "per-node":
         assert seen["RANK"] is None and seen["WORLD_SIZE"] is None
-        assert res.log_path == str(Path(spec.log_dir) / f"run-{spec.run_id}" / "node1.log")
+        assert res.log_path == str(Path(spec.log_dir) / f"run-{spec.run_id}" / "attempt-1" / "node1.log")
     else:
         assert (seen["RANK"], seen["WORLD_SIZE"], seen["LOCAL_RANK"]) == ("5", "8", "1")
-        assert res.log_path == str(Path(spec.log_dir) / f"run-{spec.run_id}" / "node1-rank5.log")
+        folder = Path(spec.log_dir) / f"run-{spec.run_id}" / "attempt-1"
+        assert res.log_path == str(folder / "node1-rank5.log")
     assert Path(res.log_path).is_file() and res.provenance["launch"] == launch

@@ -77,3 +77,59 @@ def test_runs_measured_on_a_busy_host_are_listed(database: Database) -> None:
     busy = [m for m in c.missing if "host was busy" in m]
     assert busy == ["Base on w (c1): 1 of 3 runs measured while the host was busy: load 9.1 on 2 CPUs"]
     assert busy[0] in trust_notes(c)
+
+
+def _busy_release(database: Database) -> None:
+    """busy-img 1.0 and 1.1, one Base cell: 1.1's last two runs were measured on a busy host, 40% slower."""
+    from ablate.backend.schemas.results import ResultsBatch
+    from ablate.backend.services.ingest import submit_results
+
+    results = []
+    for tag in ("1.0", "1.1"):
+        for repeat in range(5):
+            busy = tag == "1.1" and repeat >= 3
+            prov = {"host_busy": "true", "host_busy_reason": "load 9.1 on 2 CPUs"} if busy else {}
+            results.append(
+                {
+                    "release": {"image": "busy-img", "tag": tag, "platform": "gpu"},
+                    "cluster": {"name": "c1", "accelerator": "cpu", "nodes": 1, "devices_per_node": 1},
+                    "workload": {"name": "w"},
+                    "variant": {"name": "Base"},
+                    "repeat": repeat,
+                    "metrics": {"throughput_tokens_per_s": (60.0 if busy else 100.0) + repeat * 0.1},
+                    "provenance": prov,
+                }
+            )
+    with database.transaction() as session:
+        submit_results(
+            session,
+            ResultsBatch.model_validate({"results": results}),
+            token_scope="admin",
+            idempotency_key=None,
+        )
+
+
+def test_busy_host_runs_leave_the_verdicts_by_default_with_a_mark_and_a_switch(database: Database) -> None:
+    from ablate.backend.reports.tables import verdict_text
+
+    _busy_release(database)
+    with database.read() as s:
+        default = svc.build_release_comparison(
+            s, "busy-img:1.1", options=svc.ComparisonOptions(n_resamples=99)
+        )
+        kept = svc.build_release_comparison(
+            s, "busy-img:1.1", options=svc.ComparisonOptions(n_resamples=99, busy_hosts=True)
+        )
+    (d,) = [x for x in default.deltas if x.metric == "throughput_tokens_per_s"]
+    assert d.result is not None and d.result.n_contender == 3 and d.verdict == "unchanged"
+    assert d.busy_runs == 2 and not d.busy_included
+    assert verdict_text(d) == "unchanged [busy host: 2 runs left out]"
+    assert any(
+        m.startswith("2 busy-host runs left out of the release-over-release verdicts")
+        for m in default.missing
+    )
+    (k,) = [x for x in kept.deltas if x.metric == "throughput_tokens_per_s"]
+    assert k.result is not None and k.result.n_contender == 5 and k.busy_included
+    assert verdict_text(k).endswith("[busy host: 2 runs kept]")
+    # The ladder and the release's own summaries keep every run.
+    assert default.cells[0].succeeded == 5

@@ -172,3 +172,6 @@ def test_the_verdict_uses_the_same_session_baseline_and_says_so(database: Databa
     (delta,) = [d for d in comp.deltas if d.metric == "throughput_tokens_per_s"]
     assert delta.result is not None and delta.result.n_baseline == 3  # the three paired runs, not all six
     assert delta.summary_verdict == "unchanged" and delta.result.baseline_median == pytest.approx(1004.0)
+    # Both sides share the session: no between-session variance is added, and the result says so.
+    assert delta.result.session_var == 0.0
+    assert "same-session baseline: no between-session variance added" in delta.result.reasons

@@ -43,6 +43,10 @@ class FakeRunner:
     def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
         opts = spec.runner_options
         marker = opts.get("crash_once")
+        if marker:  # each attempt writes one line in its own log file (a retry must keep the crashed one's)
+            log = Path(spec.log_file())
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"fake run {spec.run_id} attempt {spec.attempt}\n")
         if marker and not Path(marker).exists():
             Path(marker).write_text("crashed")
             os.kill(os.getpid(), signal.SIGKILL)

@@ -72,6 +72,9 @@ def test_auto_serves_clusters_bound_to_its_address_in_any_form(
     assert served_done()
     assert [r.status for r in runs_of(database, studies["elsewhere"].study_id)] == ["queued"]
     assert {"by-gcs", "by-client", "by-auto"} <= served and "elsewhere" not in served
-    assert waiting == f"waiting: no dispatcher serves cluster 'elsewhere' (ray_address {ELSEWHERE})"
+    assert waiting == (
+        f"waiting: no dispatcher serves cluster 'elsewhere' (ray_address {ELSEWHERE}; "
+        "none seen in the last 24 h)"
+    )
     with database.read() as s:  # stopped: it serves nothing any more
         assert served_cluster_ids(s) == set()

@@ -88,7 +88,7 @@ def test_two_rungs_in_two_images_report_each_image_s_own_speed(
         assert run.provenance["image_id"] == want_id  # what `podman image inspect` says
         assert run.provenance["image_pulled"].startswith("no")  # present: nothing pulled
         assert float(run.provenance["image_pull_s"]) >= 0
-        image_log = tmp_path / "logs" / f"run-{run.id}" / "node0-image.log"
+        image_log = tmp_path / "logs" / f"run-{run.id}" / "attempt-1" / "node0-image.log"
         assert want_id in image_log.read_text()
         assert images.containers_of_run(podman, run.id) == []  # removed after the run
 

@@ -13,6 +13,7 @@ from sqlalchemy import update
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run, RunMetric, Study
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
+from ablate.backend.services import run_logs
 from ablate.backend.services.studies import cancel_study
 from ablate.workers.dispatch.dispatcher import Dispatcher
 from tests.workers.conftest import CPU1, make_settings, queue_study, runs_of
@@ -43,6 +44,17 @@ def test_crashed_worker_is_retried_with_next_attempt(
     (run,) = runs_of(database, study)
     assert (run.status, run.attempt, run.error) == ("succeeded", 2, None)
     assert (tmp_path / "crashed").exists()
+    # each attempt kept its own log file, and the retried one says why it did not finish the run
+    with database.read() as session:
+        found = run_logs.attempts(session, run.id, make_settings(tmp_path).log_dir)
+    outcomes = [(a.attempt, a.current, a.outcome) for a in found]
+    assert outcomes == [(1, False, "retried"), (2, True, "succeeded")]
+    assert str(found[0].reason).startswith("attempt 1 failed (") and "queued again" in str(found[0].reason)
+    for a in found:
+        assert [f["name"] for f in a.files] == ["node0.log"]
+        with database.read() as session:
+            path = run_logs.log_file(session, run.id, "node0.log", make_settings(tmp_path).log_dir, a.attempt)
+        assert path.read_text() == f"fake run {run.id} attempt {a.attempt}\n"
 
 
 def test_crash_every_attempt_fails_with_the_reason(

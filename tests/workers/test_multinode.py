@@ -188,7 +188,7 @@ def test_command_launch_device_isolation_and_node_logs_on_fake_ppu_nodes(
             for bad in ("node9.log", "..%2F..%2Fablate.sqlite", "run.log"):
                 assert http.get(f"/runs/{node_run}/logs/{bad}").status_code == 404
         page = httpx.get(f"{server.url}/runs/{node_run}", timeout=30).text  # the run page links each file
-        assert f'href="/runs/{node_run}/logs/node1.log"' in page
+        assert f'href="/runs/{node_run}/logs/node1.log?attempt=1"' in page
         assert (
             "node 1 rank None" in httpx.get(f"{server.url}/runs/{node_run}/logs/node1.log", timeout=30).text
         )

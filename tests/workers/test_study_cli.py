@@ -113,12 +113,19 @@ def test_submit_wait_reports_each_run_and_exits_with_the_outcome(
     logs = _ablate("study", "logs", run_id, "--server", server.url)
     assert logs.returncode == 0 and "error: command exit code 3" in logs.stdout
     assert "cannot open libaccl.so" in logs.stdout  # the log tail
-    assert "log file node0.log: node 0 on " in logs.stdout
+    assert "attempt 1: failed (command exit code 3: cannot open libaccl.so)" in logs.stdout
+    assert "  log file node0.log: node 0 on " in logs.stdout
     whole = _ablate("study", "logs", run_id, "--node", "0", "--server", server.url)
-    assert whole.returncode == 0 and "== node0.log (host " in whole.stdout
+    assert whole.returncode == 0 and "== node0.log (attempt 1, host " in whole.stdout
     assert "cannot open libaccl.so" in whole.stdout  # the file itself
+    picked = _ablate("study", "logs", run_id, "--node", "0", "--attempt", "1", "--server", server.url)
+    assert picked.returncode == 0 and picked.stdout == whole.stdout
     missing = _ablate("study", "logs", run_id, "--node", "3", "--server", server.url)
-    assert missing.returncode == 1 and "has no log file of node 3 (log files of nodes: [0])" in missing.stderr
+    assert missing.returncode == 1
+    assert "has no log file of node 3 in attempt 1 (log files of nodes: [0])" in missing.stderr
+    no_attempt = _ablate("study", "logs", run_id, "--node", "0", "--attempt", "2", "--server", server.url)
+    assert no_attempt.returncode == 1
+    assert f"run {run_id} has no attempt 2 (attempts: [1])" in no_attempt.stderr
     cancelled = _ablate("study", "cancel", study_id, "--server", server.url, token=admin)
     assert cancelled.returncode == 0 and f"study {study_id} failed" in cancelled.stdout  # finished stays
 

@@ -35,6 +35,7 @@ from ablate.backend.db.models import (
     Variant,
     Workload,
 )
+from ablate.backend.services import dispatchers
 from ablate.workers.dispatch import identity
 from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
@@ -344,12 +345,19 @@ def announce(
     )
     if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE's result is a CursorResult
         session.add(DispatcherPresence(owner=owner, **values))
-    # dispatchers that stopped without saying so (killed) leave rows behind; they mean nothing now
+    # Rows of stopped or killed dispatchers serve nothing; kept a while, they tell when a cluster last
+    # had a dispatcher ("last seen 12 min ago"), then go.
     session.execute(
-        delete(DispatcherPresence).where(DispatcherPresence.expires_at < now - timedelta(hours=1))
+        delete(DispatcherPresence).where(DispatcherPresence.expires_at < now - dispatchers.PRESENCE_KEPT)
     )
 
 
 def retire(session: Session, owner: str) -> None:
-    """``owner`` stops: it serves nothing any more."""
-    session.execute(delete(DispatcherPresence).where(DispatcherPresence.owner == owner))
+    """``owner`` stops: it serves nothing any more (its row, expired now, says when it was last seen)."""
+    now = utcnow()
+    session.execute(
+        update(DispatcherPresence)
+        .where(DispatcherPresence.owner == owner)
+        .values(heartbeat_at=now, expires_at=now)
+        .execution_options(synchronize_session=False)
+    )

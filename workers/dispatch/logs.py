@@ -1,6 +1,7 @@
 """A run's log files, one per node (and per rank where the runner has ranks), kept where the API reads them.
 
-Runners write ``<log_dir>/run-<id>/node<N>[-rank<R>].log`` on the node that runs them. The node task
+Runners write ``<log_dir>/run-<id>/attempt-<A>/node<N>[-rank<R>].log`` on the node that runs them (one
+folder per attempt: a retry never overwrites the logs of the attempt that failed). The node task
 returns its files (the last :data:`SHIP_BYTES` of each) with its result, and the dispatcher writes any
 it cannot already see under its own log directory: on one machine or a shared file system nothing is
 copied; on a real cluster the API (which reads the dispatcher's data directory) still serves every
@@ -9,11 +10,12 @@ node's log.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from ablate.backend.domain.runner import LOG_NAME, RunSpec
+from ablate.backend.domain.runner import ATTEMPT_OUTCOME, LOG_NAME, RunSpec, attempt_log_folder
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def collect(spec: RunSpec) -> list[dict[str, Any]]:
 def keep(files: list[dict[str, Any]] | None, spec: RunSpec, host: str) -> None:
     """Write the node's shipped log files under this process's log directory unless they are there
     already (same machine or shared file system). Never raises: logs must not lose a result."""
-    folder = Path(spec.log_dir) / f"run-{spec.run_id}"
+    folder = Path(spec.log_file()).parent
     for entry in files or []:
         name, size = str(entry.get("name", "")), int(entry.get("size", 0))
         if LOG_NAME.match(name) is None:
@@ -62,3 +64,15 @@ def keep(files: list[dict[str, Any]] | None, spec: RunSpec, host: str) -> None:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             log.warning("could not keep log %s of run %s: %s", name, spec.run_id, exc)
+
+
+def note_outcome(log_dir: str | Path, run_id: int, attempt: int, outcome: str, reason: str) -> None:
+    """Keep what became of an attempt that did not finish its run (e.g. retried after an infrastructure
+    failure) beside its logs, where the API lists it with them. Never raises: it must not stop a retry."""
+    folder = Path(attempt_log_folder(log_dir, run_id, attempt))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"attempt": attempt, "outcome": outcome, "reason": reason})
+        (folder / ATTEMPT_OUTCOME).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        log.warning("could not note the outcome of attempt %s of run %s: %s", attempt, run_id, exc)

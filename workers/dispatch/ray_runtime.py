@@ -1,8 +1,9 @@
 """Connecting to Ray: a local instance sized to this machine by default, or an existing cluster.
 
 ``ABLATE_RAY_ADDRESS`` empty: start a local Ray (``ABLATE_RAY_NUM_CPUS`` CPUs, default all cores; GPUs
-as Ray detects them). Set: join that cluster (``host:port`` of the head's GCS, or ``auto``). Either
-way the process is one Ray *driver*; one dispatcher serves one Ray cluster.
+as Ray detects them). Set: join that cluster (``host:port`` of the head's GCS, or ``auto``), with the
+token of ``ABLATE_RAY_AUTH_TOKEN[_FILE]`` where the head has token authentication (see ray_auth).
+Either way the process is one Ray *driver*; one dispatcher serves one Ray cluster.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeInfo
+from ablate.workers.dispatch import ray_auth
 
 log = logging.getLogger(__name__)
 NAMESPACE = "ablate"
@@ -23,11 +25,18 @@ def ensure_ray(settings: Settings) -> str:
 
     if not ray.is_initialized():
         common: dict[str, Any] = {"namespace": NAMESPACE, "log_to_driver": False}
+        token_from = ray_auth.apply(settings)  # a cluster with token authentication (Ray 2.60)
         if settings.ray_address:
             log.info("joining Ray cluster at %s", settings.ray_address)
-            ray.init(address=settings.ray_address, **common)
+            ray_auth.check_access(settings.ray_address, token_from)
+            try:
+                ray.init(address=settings.ray_address, **common)
+            except ConnectionError as exc:
+                raise ray_auth.join_failed(settings.ray_address, exc, token_from) from None
         else:
             log.info("starting a local Ray instance (num_cpus=%s)", settings.ray_num_cpus or "all")
+            if token_from is None:
+                ray_auth.own_local_token()
             # "local": a Ray of our own even when another process on this machine runs one (without
             # it, ray.init joins the newest local Ray it finds, and our runs land on someone else's).
             ray.init(address="local", num_cpus=settings.ray_num_cpus, include_dashboard=False, **common)

@@ -18,7 +18,7 @@ from ablate.backend.config import Settings
 from ablate.backend.db.models import Run
 from ablate.backend.services.images import store_contents
 from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
-from ablate.workers.dispatch import claims
+from ablate.workers.dispatch import claims, logs
 from ablate.workers.dispatch.execution import EXCLUDED_PREFIX, Outcome
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ class Recorder:
                 session, self.owner, out.run_id, reason=reason, next_attempt=True, provenance=avoid
             ):
                 log.warning("run %s: %s", out.run_id, reason)
+                # the attempt's logs stay in its own folder; say there why it did not finish the run
+                logs.note_outcome(self.settings.log_dir, out.run_id, out.attempt, "retried", reason)
         final = [o for o in outcomes if o not in retry]
         if not final:
             return set()

@@ -73,6 +73,7 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
         local_world_size=demand.ranks_per_node if demand.nodes == 1 else 1,
         nnodes=demand.nodes,
         launch=launch,
+        attempt=rows.attempt,
         container=placed.container,
     )
     manifest = release.get("manifest") or {}

@@ -15,8 +15,9 @@ takes a :func:`sample` before it starts its processes and one after they end, an
   CPUs, whichever is larger) reaches half the CPU count, or another process computes on the GPU;
   ``host_busy_reason`` then says so: "measured while the host was busy: load 9.1 on 2 CPUs".
 
-The comparison reads ``host_busy`` from the runs' provenance and lists busy cells under "What is
-missing". Child CPU time comes from ``getrusage(RUSAGE_CHILDREN)``: with several runs in one
+The comparison reads ``host_busy`` from the runs' provenance, lists busy cells under "What is
+missing" and leaves those runs out of the release-over-release verdicts unless asked to keep them.
+Child CPU time comes from ``getrusage(RUSAGE_CHILDREN)``: with several runs in one
 dispatcher process at once it counts all of their children, so it is a bound, not an exact figure.
 """
 

@@ -38,6 +38,11 @@ def _options(
     ),
     seed: int | None = Query(None, ge=0, le=2**32 - 1, description="Share-interval seed."),
     n_resamples: int | None = Query(None, ge=99, le=99_999, description="Share-interval draws."),
+    busy_hosts: Literal["exclude", "include"] = Query(
+        "exclude",
+        description="Runs measured on a busy host (provenance host_busy): left out of the "
+        "release-over-release verdicts and lookbacks (exclude, the default, with a note), or kept.",
+    ),
 ) -> svc.ComparisonOptions:
     return svc.ComparisonOptions.from_settings(
         request.app.state.settings,
@@ -47,6 +52,7 @@ def _options(
         seed=seed,
         n_resamples=n_resamples,
         metrics=tuple(metric) if metric else None,
+        busy_hosts=busy_hosts == "include",
     )
 
 

@@ -47,10 +47,13 @@ def readyz(request: Request) -> JSONResponse:
     supervisor = getattr(request.app.state, "dispatcher", None)
     dispatcher = dataclasses.asdict(supervisor.status()) if supervisor is not None else None
     ready = database["state"] == "ok" and (dispatcher is None or dispatcher["state"] == "running")
+    worker = getattr(request.app.state, "webhooks", None)
     body: dict[str, Any] = {
         "status": "ready" if ready else "unavailable",
         "database": database,
         "dispatcher": dispatcher,
+        # informative only: a webhook worker retrying does not make the API unready
+        "webhooks": dataclasses.asdict(worker.status()) if worker is not None else None,
     }
     if ready:
         return JSONResponse(body)

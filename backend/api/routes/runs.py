@@ -79,17 +79,36 @@ def get_series(
 
 @router.get("/runs/{run_id}/logs", response_model=RunLogsOut)
 def list_logs(run_id: DbId, request: Request) -> Any:
-    """The run's log files: one per node (per rank where the runner has ranks), with host and size."""
+    """The run's log files, per attempt (a retry keeps the failed attempt's files): one per node (per rank
+    where the runner has ranks), with host and size; and every attempt with its outcome and reason."""
     with database(request).read() as session:
-        items = run_logs.list_logs(session, run_id, request.app.state.settings.log_dir)
-    for item in items:
-        item["url"] = str(request.url_for("get_log", run_id=run_id, name=item["name"]).path)
-    return {"items": items}
+        found = run_logs.attempts(session, run_id, request.app.state.settings.log_dir)
+    attempts = [a.to_dict() for a in found]
+    for a in attempts:
+        for item in a["files"]:
+            url = request.url_for("get_log", run_id=run_id, name=item["name"]).path
+            item["url"] = f"{url}?attempt={item['attempt']}"
+    return {"items": [f for a in attempts for f in a["files"]], "attempts": attempts}
+
+
+ATTEMPT = Query(
+    None,
+    ge=0,
+    le=999_999,
+    description="The attempt whose file to read (0: the files kept before each attempt had its own log "
+    "folder); left out: the newest attempt that has a file of this name.",
+)
 
 
 @router.get("/runs/{run_id}/logs/{name}", response_class=FileResponse)
-def get_log(run_id: DbId, request: Request, name: Annotated[Line, Path(max_length=64)]) -> Any:
-    """One log file of the run, as plain text (names as ``GET /runs/{id}/logs`` lists them)."""
+def get_log(
+    run_id: DbId,
+    request: Request,
+    name: Annotated[Line, Path(max_length=64)],
+    attempt: int | None = ATTEMPT,
+) -> Any:
+    """One log file of the run, as plain text (names and attempts as ``GET /runs/{id}/logs`` lists them)."""
     with database(request).read() as session:
-        path = run_logs.log_file(session, run_id, name, request.app.state.settings.log_dir)
-    return FileResponse(path, media_type="text/plain; charset=utf-8", filename=f"run-{run_id}-{name}")
+        path = run_logs.log_file(session, run_id, name, request.app.state.settings.log_dir, attempt)
+    shown = f"run-{run_id}-attempt-{attempt}-{name}" if attempt else f"run-{run_id}-{name}"
+    return FileResponse(path, media_type="text/plain; charset=utf-8", filename=shown)

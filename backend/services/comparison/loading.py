@@ -12,7 +12,7 @@ still being listed as left out.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -43,6 +43,7 @@ class RunRow(NamedTuple):
     status: str
     failure_kind: str | None
     study_id: int | None = None
+    busy: bool = False  # its runner marked it measured on a busy host (provenance host_busy)
 
 
 @dataclass
@@ -71,6 +72,7 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
         RunMetric.value,
         RunMetric.unit,
         RunMetric.better,
+        Run.provenance["host_busy"].as_string(),  # in the same query: no statement of its own
     ).outerjoin(RunMetric, RunMetric.run_id == Run.id)
     if release_ids:
         query = query.where(Run.release_id.in_(list(release_ids)))
@@ -79,8 +81,8 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
     rows = Rows()
     # Core rows, not ORM entities: tens of thousands of tuples load several times faster.
     result = session.connection().execute(query).all()  # one bulk fetch, not a fetch per row
-    for rid, rel, cl, wl, var, rep, status, kind, study, name, value, unit, better in result:
-        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind, study)
+    for rid, rel, cl, wl, var, rep, status, kind, study, name, value, unit, better, busy in result:
+        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind, study, busy == "true")
         if name is not None:
             rows.metrics[rid][name] = (float(value), unit)
             if better is not None:
@@ -155,13 +157,25 @@ def pick_metrics(present: Iterable[str], wanted: tuple[str, ...] | None) -> tupl
     return tuple(chosen) if chosen else tuple(names)
 
 
-def values_by_release(rows: Rows, cat: Catalog) -> dict[int, dict[Cell, dict[str, list[float]]]]:
-    """release id -> (cluster, workload, variant) -> metric -> values of the succeeded runs, in one pass."""
+# A runner's mark on a run measured while other work loaded its host (workers/runners/hostload.py).
+HOST_BUSY = Run.provenance["host_busy"].as_string() == "true"
+
+
+def busy_runs(rows: Rows) -> set[int]:
+    """Succeeded runs among ``rows`` that their runner marked ``host_busy``."""
+    return {rid for rid, r in rows.runs.items() if r.busy and r.status == RunStatus.succeeded}
+
+
+def values_by_release(
+    rows: Rows, cat: Catalog, skip: Collection[int] = ()
+) -> dict[int, dict[Cell, dict[str, list[float]]]]:
+    """release id -> (cluster, workload, variant) -> metric -> values of the succeeded runs, in one pass
+    (``skip``: run ids left out, e.g. runs measured on a busy host)."""
     out: dict[int, dict[Cell, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
-    for rid, (rel, cl, wl, var, _rep, status, _kind, _study) in rows.runs.items():
-        if status != RunStatus.succeeded:
+    for rid, (rel, cl, wl, var, _rep, status, _kind, _study, _busy) in rows.runs.items():
+        if status != RunStatus.succeeded or rid in skip:
             continue
         cell = cat.cell(cl, wl, var)
         if cell is None:  # not seen: the catalog holds every id of these rows (skipped as in history_values)
@@ -181,7 +195,12 @@ def metric_units(rows: Rows) -> dict[str, str]:
 
 
 def history_values(
-    session: Session, release_ids: Sequence[int], metrics: Sequence[str], cat: Catalog
+    session: Session,
+    release_ids: Sequence[int],
+    metrics: Sequence[str],
+    cat: Catalog,
+    *,
+    skip_busy: bool = False,
 ) -> dict[int, dict[Cell, dict[str, list[float]]]]:
     """Values of the lookback releases: only succeeded runs and the analysed metrics, in one query.
 
@@ -207,6 +226,8 @@ def history_values(
             RunMetric.name.in_(list(metrics)),
         )
     )
+    if skip_busy:
+        query = query.where(~HOST_BUSY | Run.provenance["host_busy"].as_string().is_(None))
     for rel, cl, wl, var, name, value in session.connection().execute(query).all():
         cell = cat.cell(cl, wl, var)
         if cell is not None:

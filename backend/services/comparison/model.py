@@ -18,8 +18,10 @@ from ablate.backend.analysis.regression import (
     LookbackResult,
     RegressionResult,
     ReleasePair,
+    TrendResult,
     compare_releases_many,
     lookback_many,
+    trend_many,
 )
 from ablate.backend.analysis.stats import BH_METHOD, DEFAULT_N_RESAMPLES, NOISY_METHOD, SUMMARY_CI_METHOD
 from ablate.backend.services.comparison.jsontext import fields_of, to_jsonable
@@ -56,6 +58,10 @@ class ComparisonOptions:
     min_n: int = 3
     # None: the primary and memory metric the release has (see PRIMARY_METRICS, MEMORY_METRICS).
     metrics: tuple[str, ...] | None = None
+    # Runs measured on a busy host (provenance host_busy) enter the release-over-release verdicts and
+    # lookbacks only when True: by default they leave them, with a note (an A/A rerun on a loaded host
+    # read "suspect regression -39 to -56%" on every rung). Ladders and summaries keep them.
+    busy_hosts: bool = False
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> ComparisonOptions:
@@ -90,6 +96,16 @@ class ComparisonOptions:
         Benjamini-Hochberg family."""
         return compare_releases_many(
             pairs, threshold_pct=self.threshold_pct, alpha=self.alpha, confidence=self.confidence
+        )
+
+    def trends(self, requests: Sequence[LookbackRequest]) -> list[TrendResult]:
+        """The drift test of every lookback request of one release: one Benjamini-Hochberg family."""
+        return trend_many(
+            requests,
+            self.lookback,
+            alpha=self.alpha,
+            min_history=self.lookback_min_history,
+            threshold_pct=self.threshold_pct,
         )
 
     def lookbacks(self, requests: Sequence[LookbackRequest]) -> list[LookbackResult]:
@@ -219,6 +235,12 @@ class ReleaseDelta:
     result: RegressionResult | None
     lookback: LookbackResult | None
     history: tuple[HistoryPoint, ...]  # lookback releases with data, oldest first
+    # Runs of this cell (both releases) measured on a busy host: left out of the verdict unless the
+    # comparison's ``busy_hosts`` option keeps them (``busy_included``). Every verdict row shows it.
+    busy_runs: int = 0
+    busy_included: bool = False
+    # The drift across the lookback window and this release (a slope the lookback cannot see).
+    trend: TrendResult | None = None
 
     @property
     def verdict(self) -> str | None:
@@ -226,9 +248,8 @@ class ReleaseDelta:
 
     @property
     def suspect(self) -> bool:
-        """Past the threshold but not confirmed by the test: never counted or shown as unchanged."""
-        r = self.result
-        return bool(r and r.verdict == "unchanged" and r.indicated in ("improved", "regressed"))
+        """Past the threshold, p < alpha, not confirmed by q: never counted or shown as unchanged."""
+        return bool(self.result and self.result.suspect)
 
     @property
     def summary_verdict(self) -> str:

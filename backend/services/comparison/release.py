@@ -32,6 +32,7 @@ from ablate.backend.analysis.factorial import (
     find_factorial_design,
 )
 from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
+from ablate.backend.analysis.session import MIN_DIFFERENCES, SessionVariance, session_variance
 from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import adaptive, catalog, images
@@ -43,6 +44,7 @@ from ablate.backend.services.comparison.loading import (
     Cell,
     Rows,
     RunRow,
+    busy_runs,
     history_values,
     keep_same_session_baseline,
     load_catalog,
@@ -142,7 +144,14 @@ def build_release_comparison(
     by_release = values_by_release(rows, cat)
     present = {m for cell in by_release.get(release.id, {}).values() for m in cell}
     metrics = pick_metrics(present, opts.metrics)
-    by_release.update(history_values(session, [r.id for r in history if r.id not in ids], metrics, cat))
+    # Busy-host runs leave the verdicts unless asked for (opts.busy_hosts); counted per cell either way.
+    busy = busy_runs(rows)
+    verdict_values = values_by_release(rows, cat, skip=() if opts.busy_hosts else busy)
+    older = history_values(
+        session, [r.id for r in history if r.id not in ids], metrics, cat, skip_busy=not opts.busy_hosts
+    )
+    by_release.update(older)
+    verdict_values.update(older)
     env_rows = session.execute(
         select(
             Run.id, Run.variant_id, ANALYSED_STATUS, Run.environment, Run.provenance, ANALYSED_ERROR
@@ -168,6 +177,8 @@ def build_release_comparison(
         metrics,
         found_old,
         found_new,
+        verdict_values,
+        frozenset(busy),
     )
     # Where each adaptive study of the release stopped (issue 28): added here, apart from _assemble.
     studies = (r.study_id for r in rows.runs.values() if r.release_id == release.id)
@@ -192,6 +203,8 @@ class _Loaded:
     metrics: tuple[str, ...]
     found_old: dict[str, str] | None = None  # what the baseline's images hold (read from their files)
     found_new: dict[str, str] | None = None  # what this release's images hold
+    verdict_values: ValuesByRelease | None = None  # by_release less busy-host runs (unless kept)
+    busy: frozenset[int] = frozenset()  # busy-host runs of the release and its baseline
 
 
 def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
@@ -268,10 +281,37 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
     ladders = _ladders(values, grid, variant_names, base, metrics, units, directions, opts)
     design = _factorial_design(release_variants)
     factorials = _factorials(values, grid, design, metrics, units, directions, opts) if design else ()
+    busy_cells: dict[Cell, int] = defaultdict(int)
+    for rid in loaded.busy:
+        row = rows.runs.get(rid)
+        busy_cell = cat.cell(row.cluster_id, row.workload_id, row.variant_id) if row else None
+        if busy_cell is not None:
+            busy_cells[busy_cell] += 1
     deltas, delta_notes = _deltas(
-        by_release, cat, release, baseline, history, metrics, units, directions, opts
+        loaded.verdict_values if loaded.verdict_values is not None else by_release,
+        cat,
+        release,
+        baseline,
+        history,
+        metrics,
+        units,
+        directions,
+        opts,
+        busy_cells,
+        same_session=source == "same-session",
     )
     missing.extend(delta_notes)
+    if loaded.busy:
+        n = len(loaded.busy)
+        missing.append(
+            f"{n} busy-host run{'s' if n != 1 else ''} "
+            + (
+                "kept in the release-over-release verdicts (busy_hosts=include): read them with care"
+                if opts.busy_hosts
+                else "left out of the release-over-release verdicts and lookbacks "
+                "(busy_hosts=include keeps them)"
+            )
+        )
     untestable = [d for d in deltas if d.verdict == "not testable"]
     if untestable:
         missing.append(
@@ -404,7 +444,7 @@ def _cells(
 ) -> list[CellStatus]:
     errors = {rid: err for rid, _v, _s, _e, _p, err in env_rows}
     by_cell: dict[Cell, list[tuple[int, int, str, str | None]]] = defaultdict(list)
-    for rid, (_rel, cl, wl, var, rep, status, kind, _study) in current_runs.items():
+    for rid, (_rel, cl, wl, var, rep, status, kind, _study, _busy) in current_runs.items():
         by_cell[(cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)].append(
             (rid, rep, status, kind)
         )
@@ -531,6 +571,8 @@ def _deltas(
     units: Mapping[str, str],
     directions: Mapping[str, str],  # custom metric -> stored direction
     opts: ComparisonOptions,
+    busy_cells: Mapping[Cell, int] | None = None,  # busy-host runs per cell (release and baseline)
+    same_session: bool = False,  # the baseline's runs were re-run beside this release's
 ) -> tuple[tuple[ReleaseDelta, ...], list[str]]:
     """(the deltas, notes on what is missing); the checks of the release run as one batch each, so
     the Benjamini-Hochberg adjustment covers the whole release."""
@@ -538,6 +580,7 @@ def _deltas(
     values = by_release.get(release.id, {})
     base_values = by_release.get(baseline.id, {}) if baseline else {}
     hist_values = [(r.ref, by_release.get(r.id, {})) for r in history]
+    sessions = _session_levels(by_release, history, baseline, metrics)
     rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
     cells = sorted(set(values) | set(base_values), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2]))))
     rows: list[_DeltaRow] = []
@@ -570,7 +613,8 @@ def _deltas(
             else:
                 status = "compared"
                 pair = len(pairs)
-                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric)))
+                var, df, note = _session_term(sessions.get((cell[0], metric)), cell[0], same_session)
+                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric), var, df, note))
             if new and points:
                 look = len(looks)
                 looks.append(
@@ -584,10 +628,26 @@ def _deltas(
                 )
             if new or old:
                 rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points))
+    unknown = sorted(
+        {
+            (cell[0], metric)
+            for cell, metric in ((r.cell, r.metric) for r in rows if r.pair is not None)
+            if (sv := sessions.get((cell[0], metric))) is None or sv.tau2 is None
+        }
+    )
+    if unknown and not same_session:
+        for cluster in sorted({c for c, _m in unknown}):
+            got = max((sv.n_differences for (c, _m), sv in sessions.items() if c == cluster), default=0)
+            notes.append(
+                f"between-session variance unknown on {cluster} ({got} release-to-release differences, "
+                f"{MIN_DIFFERENCES} needed: too few earlier releases): its release-over-release intervals "
+                "count the repeats' noise only"
+            )
     if baseline is not None and no_baseline_data:
         notes.append(f"{no_baseline_data} cell/metric pairs have no succeeded runs in {baseline.ref}")
     results = opts.compare(pairs)
     lookbacks = opts.lookbacks(looks)
+    trends = opts.trends(looks)
     deltas = tuple(
         ReleaseDelta(
             *r.cell,
@@ -597,16 +657,53 @@ def _deltas(
             None if r.pair is None else results[r.pair],
             None if r.look is None else lookbacks[r.look],
             r.history,
+            busy_runs=(busy_cells or {}).get(r.cell, 0),
+            busy_included=opts.busy_hosts,
+            trend=None if r.look is None else trends[r.look],
         )
         for r in rows
     )
     return deltas, notes
 
 
+def _session_levels(
+    by_release: ValuesByRelease, history: Sequence[Release], baseline: Release | None, metrics: Sequence[str]
+) -> dict[tuple[str, str], SessionVariance]:
+    """Between-session variance per (cluster, metric), pooled over the cluster's cells, from the
+    earlier releases only (the lookback releases and the baseline, oldest first): each release's runs
+    of a cell are one session. The release under test never enters its own noise estimate."""
+    earlier = list(history)
+    if baseline is not None and all(r.id != baseline.id for r in earlier):
+        earlier.append(baseline)
+    per: dict[tuple[str, str], list[list[list[float]]]] = defaultdict(list)
+    cells = sorted({cell for r in earlier for cell in by_release.get(r.id, {})})
+    for cell in cells:
+        for metric in metrics:
+            sessions = [list(by_release.get(r.id, {}).get(cell, {}).get(metric, ())) for r in earlier]
+            per[(cell[0], metric)].append(sessions)
+    return {key: session_variance(groups) for key, groups in per.items()}
+
+
+def _session_term(
+    sv: SessionVariance | None, cluster: str, same_session: bool
+) -> tuple[float, float | None, str | None]:
+    """(variance added to the difference, its df, the reason that says so) for one comparison."""
+    if same_session:
+        return 0.0, None, "same-session baseline: no between-session variance added"
+    if sv is None or sv.tau2 is None:
+        return 0.0, None, None  # said once per cluster in the comparison's notes (_deltas)
+    return (
+        2.0 * sv.tau2,
+        sv.df,
+        f"between-session variance added: tau {sv.tau2**0.5 * 100:.2g}% "
+        f"({sv.n_differences} release-to-release differences of {sv.n_cells} cells on {cluster})",
+    )
+
+
 def _run_records(rows: Rows, cat: Catalog, releases: Sequence[Release]) -> tuple[RunRecord, ...]:
     order = {r.id: i for i, r in enumerate(releases)}
     records = []
-    for rid, (rel, cl, wl, var, rep, status, _kind, _study) in rows.runs.items():
+    for rid, (rel, cl, wl, var, rep, status, _kind, _study, _busy) in rows.runs.items():
         if rel not in order:
             continue
         records.append(

@@ -83,7 +83,7 @@ def compare_run_sets(
     def side(run_ids: Sequence[int], label: str) -> tuple[RunSet, dict[Cell, dict[str, list[float]]]]:
         cells: dict[Cell, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for rid in sorted(set(run_ids)):
-            _rel, cl, wl, var, _rep, status, _kind, _study = rows.runs[rid]
+            _rel, cl, wl, var, _rep, status, _kind, _study, _busy = rows.runs[rid]
             cell = (cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)
             if status != RunStatus.succeeded:
                 missing.append(f"{label}: run {rid} ({'/'.join(cell)}) is {status}: left out")

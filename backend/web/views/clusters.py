@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster
-from ablate.backend.domain.placement import NodeInfo, demand_for, node_in_pool
+from ablate.backend.domain.placement import NodeDemand, NodeInfo, demand_for, node_in_pool
 from ablate.backend.services import catalog
 from ablate.backend.services import nodes as nodes_service
 from ablate.backend.services.nodes import ExcludedNode
@@ -39,9 +39,12 @@ class ClusterView:
     devices_per_node: int
     peak_tflops_per_device: float | None
     interconnect: str | None
-    resource_name: str | None
+    resource_name: str | None  # as defined (None: the accelerator's default)
     labels: dict[str, Any]
     ray_address: str | None
+    # The Ray resource that reaches its devices: the definition's resource_name, else the accelerator's
+    # default (GPU, PPU); None on a CPU cluster.
+    device_resource: str | None = None
     pool: PoolResources | None = None
     failed_preflight: list[ExcludedNode] = field(default_factory=list)  # nodes runs were kept off
 
@@ -73,10 +76,9 @@ def _shown(resources: dict[str, float], resource_name: str | None) -> dict[str, 
     return dict(sorted(keep.items()))
 
 
-def _node_matches(node: dict[str, Any], cluster: Cluster) -> bool:
-    """The dispatcher's own rule (label selectors, the pool's device resource), so the page shows
-    exactly the nodes a run of this cluster could be placed on."""
-    demand = demand_for(
+def _demand(cluster: Cluster) -> NodeDemand:
+    """The dispatcher's own translation of the definition (defaults included) into Ray's demand."""
+    return demand_for(
         {
             "name": cluster.name,
             "accelerator": cluster.accelerator,
@@ -86,7 +88,24 @@ def _node_matches(node: dict[str, Any], cluster: Cluster) -> bool:
             "resource_name": cluster.resource_name,
         }
     )
-    return node_in_pool(NodeInfo.from_ray(node), demand)
+
+
+def device_resource(cluster: Cluster) -> str | None:
+    """The Ray resource a run of this cluster reserves its devices with (a GPU or PPU cluster defined
+    without ``resource_name`` uses its accelerator's default); None on a CPU cluster."""
+    try:
+        demand = _demand(cluster)
+    except ValueError:  # a device cluster without devices: nothing a run could reserve
+        return None
+    if demand.gpus:
+        return "GPU"
+    return next(iter(demand.custom), None)
+
+
+def _node_matches(node: dict[str, Any], cluster: Cluster) -> bool:
+    """The dispatcher's own rule (label selectors, the pool's device resource), so the page shows
+    exactly the nodes a run of this cluster could be placed on."""
+    return node_in_pool(NodeInfo.from_ray(node), _demand(cluster))
 
 
 def _available_per_node(ray: Any) -> dict[str, dict[str, float]] | None:
@@ -111,8 +130,8 @@ def _pool(cluster: Cluster, nodes: list[dict[str, Any]], per_node: dict[str, Any
             available[k] = available.get(k, 0.0) + float(v)
     return PoolResources(
         nodes=len(alive),
-        total=_shown(total, cluster.resource_name),
-        available=_shown(available, cluster.resource_name) if per_node is not None else None,
+        total=_shown(total, device_resource(cluster)),
+        available=_shown(available, device_resource(cluster)) if per_node is not None else None,
     )
 
 
@@ -129,6 +148,7 @@ def clusters_page(session: Session) -> ClustersPage:
             peak_tflops_per_device=c.peak_tflops_per_device,
             interconnect=c.interconnect,
             resource_name=c.resource_name,
+            device_resource=device_resource(c),
             labels=dict(c.labels or {}),
             ray_address=c.ray_address,
             failed_preflight=nodes_service.failed_preflight_nodes(session, c.id),

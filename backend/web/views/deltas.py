@@ -31,7 +31,7 @@ class DeltaRow:
     test: str | None
     verdict: str | None
     significant: bool | None
-    # Past the threshold but not confirmed by the test: shown as "suspect", never as green.
+    # Past the threshold, p < alpha, not confirmed by q: shown as "suspect", never as green.
     suspect: bool
     indicated: str | None  # the direction the medians point to, confirmed or not
     reasons: str
@@ -41,6 +41,8 @@ class DeltaRow:
     contender_runs_url: str | None = None
     change_runs_url: str | None = None  # both sides: what the change and its test read
     history_url: str | None = None  # this cell across the family's releases (release sides only)
+    busy_runs: int = 0  # runs of the cell measured on a busy host (left out of the verdict unless kept)
+    busy_included: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,10 @@ def delta_row(d: ReleaseDelta, sides: Sides | None = None) -> DeltaRow:
     lb = d.lookback
     if lb is not None and lb.verdict is not None and lb.improvement_pct is not None:
         look = f"lookback: {lb.improvement_pct:+.1f}% vs last {lb.n_history} ({lb.verdict})"
+    tr = d.trend
+    if tr is not None and tr.verdict in ("improved", "regressed") and tr.slope_pct is not None:
+        drift = f"drift: {tr.slope_pct:+.2f}% per release over {tr.n_releases} ({tr.verdict})"
+        look = f"{look}; {drift}" if look else drift
     # A lookback that does not speak (too little history) says why in the row's reasons, not here.
     reasons = [*(r.reasons if r else ()), *(f"lookback: {x}" for x in (lb.reasons if lb else ()))]
     return DeltaRow(
@@ -96,6 +102,8 @@ def delta_row(d: ReleaseDelta, sides: Sides | None = None) -> DeltaRow:
         verdict=r.verdict if r else None,
         significant=r.significant if r else None,
         suspect=d.suspect,
+        busy_runs=d.busy_runs,
+        busy_included=d.busy_included,
         indicated=r.indicated if r else None,
         reasons="; ".join(reasons),
         lookback=look,

@@ -1,5 +1,6 @@
 """The run page: summary metrics, step-time and loss charts, environment, provenance, log tail, error,
-and the run's log files (one per node, per rank where there are ranks)."""
+and the run's log files per attempt (one per node, per rank where there are ranks), each attempt with
+its outcome."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ class RunPage:
     chart_html: str | None
     chart_traces: int
     downsampled: list[str]
-    logs: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[dict[str, Any]] = field(default_factory=list)  # every attempt's files
+    attempts: list[run_logs.Attempt] = field(default_factory=list)
 
 
 def _metric_rows(metrics: list[dict[str, Any]]) -> list[MetricRow]:
@@ -74,11 +76,13 @@ def run_page(session: Session, run_id: int, log_dir: Path | None = None) -> RunP
             warmup_steps=warmup_steps(detail["provenance"]),
         )
         chart_html = charts.figure_to_div(fig, "chart-run-series")
+    attempts = run_logs.attempts(session, run_id, log_dir) if log_dir is not None else []
     return RunPage(
         run=detail,
         metrics=_metric_rows(detail["metrics"]),
         chart_html=chart_html,
         chart_traces=len(series),
         downsampled=downsampled,
-        logs=run_logs.list_logs(session, run_id, log_dir) if log_dir is not None else [],
+        logs=[f for a in attempts for f in a.files],
+        attempts=attempts,
     )
