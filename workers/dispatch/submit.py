@@ -36,7 +36,6 @@ class Submitter:
         self.preflight = preflight  # ABLATE_PREFLIGHT, handed to every node task
         self.board: Any = None
         self.board_name = ""  # node tasks look the board up by name (a handle per task costs more)
-        self.devices: Any = None  # the DeviceAllocator actor
         self._node_task: Any = None
         self._rendezvous: Any = None
         self._factory_refs: dict[str, Any] = {}
@@ -52,13 +51,16 @@ class Submitter:
         self._node_task = ray_runtime.remote_node_task()
         self._rendezvous = ray_runtime.remote_rendezvous()
         self.board, self.board_name = ray_runtime.start_board()
-        self.devices = ray_runtime.start_device_allocator()
         return address
 
     def alive_nodes(self) -> list[NodeInfo]:
+        return [n for n in self.all_nodes() if n.alive]
+
+    def all_nodes(self) -> list[NodeInfo]:
+        """Every node Ray knows (alive or dead), read at most every NODES_CACHE_S."""
         at, nodes = self._nodes
         if time.monotonic() - at > NODES_CACHE_S:
-            nodes = ray_runtime.alive_nodes()
+            nodes = ray_runtime.all_nodes()
             self._nodes = (time.monotonic(), nodes)
         return nodes
 
@@ -86,7 +88,9 @@ class Submitter:
     def start(self, ex: Execution) -> list[Any]:
         """Submit the first step of ``ex``; returns the new references to wait on."""
         if ex.demand.nodes == 1:
-            return self.launch_nodes(ex, single_node_specs(ex.spec))
+            refs = self.launch_nodes(ex, single_node_specs(ex.spec))
+            ex.phase = "starting"  # until the node task says it started (the placement deadline runs)
+            return refs
         from ray.util.placement_group import placement_group
 
         ex.pg = placement_group(
@@ -110,14 +114,11 @@ class Submitter:
         """One node task per entry of ``per_node`` (that node's rank specs); returns their references."""
         ex.phase = "running"
         factory = self._factory_ref(ex.spec.runner_name)
-        # Only runs on a custom device resource (PPU) take devices from the allocator; an actor handle
-        # in every other run's arguments, and its release call, would be pure overhead.
-        allocator = self.devices if ex.demand.custom else None
         checks = {**ex.plan.checks, "preflight": self.preflight}
         refs = []
         for index, specs in enumerate(per_node):
             ref = self._node_task.options(**self._node_options(ex, index)).remote(
-                specs, checks, self.board_name or None, factory, allocator
+                specs, checks, self.board_name or None, factory, ex.device_ids(index)
             )
             ex.node_refs.append(ref)
             refs.append(ex.wait_on(ref))
@@ -127,7 +128,9 @@ class Submitter:
         opts: dict[str, Any] = {"name": f"ablate-run-{ex.run_id}-node{index}"}
         if ex.pg is None:
             opts.update(ex.demand.task_options())
-            if ex.excluded:
+            if ex.devices:  # on the node whose devices the claim took
+                opts["label_selector"] = {**opts.get("label_selector", {}), NODE_ID_LABEL: ex.devices[0][0]}
+            elif ex.excluded:
                 opts["label_selector"] = {**opts.get("label_selector", {}), **_avoid(ex)}
         else:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -169,8 +172,6 @@ class Submitter:
                 ray.cancel(ref, force=True)
             except Exception as exc:  # finished already, or the worker is gone
                 log.debug("cancel of run %s node task: %s", ex.run_id, exc)
-        if self.devices is not None and ex.node_refs and ex.demand.custom:
-            self.devices.release.remote(ex.run_id, ex.attempt)  # what a killed node task kept
         if ex.pg is not None:
             from ray.util.placement_group import remove_placement_group
 
@@ -190,7 +191,10 @@ def _avoid(ex: Execution) -> dict[str, str]:
 
 
 def _bundle_selectors(ex: Execution) -> list[dict[str, str]] | None:
-    """Every bundle's label selector: the pool's labels and, after a lost or failed node, not that node."""
+    """Every bundle's label selector: the pool's labels and the node whose devices the claim took for
+    it; without devices (CPU), after a lost or failed node, not that node."""
+    if ex.devices:
+        return [{**ex.demand.labels, NODE_ID_LABEL: node} for node, _ in ex.devices]
     if not ex.excluded:
         return ex.demand.bundle_label_selector()
     return [{**ex.demand.labels, **_avoid(ex)} for _ in range(ex.demand.nodes)]

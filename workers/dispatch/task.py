@@ -21,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -35,7 +36,7 @@ from ablate.backend.domain.runner import (
 )
 from ablate.workers import containers, preflight
 from ablate.workers.containers.manifest import read_image
-from ablate.workers.dispatch import devices, logs, reaper
+from ablate.workers.dispatch import holders, logs, reaper
 from ablate.workers.dispatch.image_check import check_image_devices
 
 PROGRESS_INTERVAL_S = 1.0
@@ -178,10 +179,14 @@ def _prepare_container(lead: RunSpec) -> tuple[dict[str, str], dict[str, Any] | 
     return facts.provenance(), contents
 
 
-def _place_on_node(rank_specs: list[RunSpec], checks: dict[str, Any], allocator: Any) -> dict[str, str]:
-    """Fill in what only the node knows: a free MASTER_PORT for a run of one node (port 0) and the
-    devices this run may use, exported in the cluster's visible-devices variable. Returns the node's
-    facts for the provenance (host, Ray node id, node rank, visible devices)."""
+def _place_on_node(
+    rank_specs: list[RunSpec], checks: dict[str, Any], device_ids: list[str] | None
+) -> tuple[dict[str, str], Path | None]:
+    """Fill in what only the node knows: a free MASTER_PORT for a run of one node (port 0), and the
+    devices the dispatcher took for this run on this node, exported in the cluster's visible-devices
+    variable; say (see :mod:`.holders`) that this process and the run's processes hold them. Returns the
+    node's facts for the provenance (host, Ray node id, node rank, visible devices) and the holder file.
+    Raises :class:`~ablate.workers.dispatch.holders.Fenced` when the devices were taken back already."""
     lead = rank_specs[0]
     facts = {"host": socket.gethostname(), "node_rank": str(lead.node_rank)}
     if lead.master_port == 0:
@@ -190,18 +195,21 @@ def _place_on_node(rank_specs: list[RunSpec], checks: dict[str, Any], allocator:
     import ray
 
     if not ray.is_initialized():  # run in-process (tests, tools): no node to share
-        return facts
+        return facts, None
 
-    facts["node_id"] = ray.get_runtime_context().get_node_id()
+    node_id = ray.get_runtime_context().get_node_id()
+    facts["node_id"] = node_id
+    attempt = int(checks.get("attempt", 1))
+    held = holders.register(node_id, lead.run_id, attempt, lead.node_rank) if device_ids is not None else None
     name = visible_devices_env(lead.cluster)
-    key = (lead.run_id, int(checks.get("attempt", 1)), lead.node_rank)
-    ids = devices.node_devices(lead.cluster, key, allocator) if name else None
-    if name and ids is not None:
-        value = ",".join(ids)
-        for s in rank_specs:
-            s.env = {**s.env, name: value}
+    ids = device_ids if device_ids is not None else ([str(i) for i in ray.get_gpu_ids()] or None)
+    marker = {holders.HOLDER_ENV: f"{lead.run_id}.{attempt}"} if held is not None else {}
+    value = ",".join(ids) if name and ids is not None else None
+    for s in rank_specs:
+        s.env = {**s.env, **marker, **({name: value} if name and value is not None else {})}
+    if name and value is not None:
         facts["visible_devices"] = f"{name}={value}"
-    return facts
+    return facts, held
 
 
 def run_node(
@@ -209,12 +217,13 @@ def run_node(
     checks: dict[str, Any],
     board: Any = None,
     runner_factory: Callable[[], Runner] | None = None,
-    allocator: Any = None,
+    device_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     """The body of a node task. Never raises for run failures: returns a RunResult dict with times,
     this node's facts and its log files (see :func:`ablate.workers.dispatch.logs.collect`).
-    ``board``: the progress board or its actor name; ``allocator``: the device allocator, given only
-    to runs on a custom device resource."""
+    ``board``: the progress board or its actor name; ``device_ids``: the device indices the dispatcher
+    took for this run on this node (None for a CPU run)."""
+    _say_started(board, specs, checks)
     reaper.active()
     started = _now()
     host = socket.gethostname()
@@ -225,10 +234,11 @@ def run_node(
     last_progress: list[Any] = []
     preflight_failed = False
     image_contents: dict[str, Any] | None = None
+    held: Path | None = None
     try:
         try:
-            node = _place_on_node(rank_specs, checks, allocator)
-        except RuntimeError as exc:  # no device to give: the infrastructure's failure, not the benchmark's
+            node, held = _place_on_node(rank_specs, checks, device_ids)
+        except holders.Fenced as exc:  # its dispatcher lost it: the infrastructure's doing
             raise _NotPlaced(str(exc)) from exc
         lead = rank_specs[0]
         if lead.container:
@@ -242,6 +252,7 @@ def run_node(
             cuda_version=checks.get("cuda_version"),
             min_free_fraction=float(checks.get("min_free_fraction", preflight.DEFAULT_MIN_FREE_FRACTION)),
             mode=str(checks.get("preflight", "lenient")),
+            visible=device_ids,  # the run's own devices (Ray sets nothing for a custom resource)
         )
         facts.update(report.facts)
         if report.ok and lead.container:
@@ -271,19 +282,26 @@ def run_node(
             str(exc), "infrastructure" if node_fault else "benchmark", environment=lead.env
         )
     except Exception as exc:  # a runner must not raise; if one does, say so instead of crashing
-        result = RunResult.failed(
-            f"runner raised {type(exc).__name__}: {exc}",
-            "benchmark",
-            log_tail=traceback.format_exc()[-4000:],
-            environment=lead.env,
-        )
+        if _is_ray_error(exc):  # an actor or node of Ray went away: infrastructure, retried
+            result = RunResult.failed(
+                f"Ray failed under the run: {type(exc).__name__}: {exc}",
+                "infrastructure",
+                environment=lead.env,
+            )
+        else:
+            result = RunResult.failed(
+                f"runner raised {type(exc).__name__}: {exc}",
+                "benchmark",
+                log_tail=traceback.format_exc()[-4000:],
+                environment=lead.env,
+            )
     finally:
         reaper.idle()
-        if allocator is not None:
-            allocator.release.remote(lead.run_id, int(checks.get("attempt", 1)), lead.node_rank)
+        holders.unregister(held)
     result.provenance = {**facts, **result.provenance}
     if not result.environment:
         result.environment = dict(lead.env)
+    result.environment.pop(holders.HOLDER_ENV, None)  # ours, not the run's
     return {
         "result": result.to_dict(),
         "started_at": started,
@@ -296,6 +314,24 @@ def run_node(
         "logs": logs.collect(lead),
         "image_contents": image_contents,
     }
+
+
+def _is_ray_error(exc: BaseException) -> bool:
+    try:
+        from ray import exceptions as rx
+    except ImportError:
+        return False
+    return isinstance(exc, rx.RayError)
+
+
+def _say_started(board: Any, specs: list[dict[str, Any]], checks: dict[str, Any]) -> None:
+    """Tell the dispatcher (through the board) that Ray started this node task: its placement wait ends."""
+    if board is None or not specs:
+        return
+    try:
+        _board(board).started.remote(int(specs[0]["run_id"]), int(checks.get("attempt", 1)))
+    except Exception:  # best effort, like progress
+        return
 
 
 def _ray_node_id() -> str | None:
