@@ -75,7 +75,8 @@ class FakeRunner:
         (a marker path: the first attempt kills its own Ray worker), ``child`` (start a long-lived child in
         its own session and write its pid to ``<log_dir>/run-<id>.child``), ``hang`` (sleep forever), ``nan``
     (report a throughput that ingest refuses), ``node_dir`` (write the Ray node id of each rank there),
-    ``hold_until`` (a marker path: wait until it exists), ``hold_dir`` (hold this node's visible devices
+    ``hold_until`` (a marker path: wait until it exists), ``actor_unavailable_once`` (a marker path: the
+    first attempt raises Ray's ActorUnavailableError), ``hold_dir`` (hold this node's visible devices
     while running, as a real benchmark holds device memory: see :func:`hold_devices`)."""
 
     name = "fake"
@@ -92,6 +93,12 @@ class FakeRunner:
         if marker and not Path(marker).exists():
             Path(marker).write_text("crashed")
             os.kill(os.getpid(), signal.SIGKILL)
+        gone = opts.get("actor_unavailable_once")
+        if gone and not Path(gone).exists():  # as a call to an actor that restarts raises
+            Path(gone).write_text("raised")
+            from ray.exceptions import ActorUnavailableError
+
+            raise ActorUnavailableError("the actor is restarting", None)
         if opts.get("node_dir"):  # say which Ray node this rank runs on
             import ray
 

@@ -119,6 +119,7 @@ def restart(database: Database, data: Path, hold: Path, seen: dict[int, list[str
     both = ["ppu-b-8", "ppu-b-16"]
     settings = make_settings(data, max_concurrent_runs=2)
     later = Dispatcher(settings, database, runners=RUNNERS, cluster_names=both)
+    later.connect()
 
     def step() -> None:
         later.step(0.1)

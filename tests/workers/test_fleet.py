@@ -68,7 +68,6 @@ def test_two_dispatchers_two_runs_on_one_node_get_disjoint_devices_and_pass_ppu_
     # checked its own devices, not the whole node
     assert [(r.status, r.attempt, r.error) for r in (first, second)] == [("succeeded", 1, None)] * 2
     assert not _visible(first) & _visible(second)
-    assert {first.lease_owner, second.lease_owner} == {None}
     for run in (first, second):
         assert run.provenance["preflight.devices"] == ",".join(sorted(_visible(run), key=int))
     _nothing_held(database)

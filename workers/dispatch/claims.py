@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, select, update
+from sqlalchemy import ColumnElement, and_, delete, false, select, update
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
@@ -167,6 +167,8 @@ def _claim_with_devices(
     )
     if session.get_bind().dialect.name == "postgresql":
         pick = pick.with_for_update(skip_locked=True, of=Run)
+    else:  # SQLite: take the single writer lock before reading, so the reads below stay true until commit
+        session.execute(update(Run).where(false()).values(id=Run.id))
     candidates = session.execute(pick).all()
     if not candidates:
         return []
@@ -212,6 +214,7 @@ def _claim_with_devices(
         ):
             for node_id, indices in choice.nodes:
                 taken.setdefault((node_id, resource), set()).update(indices)
+                holdings += [devices.Held(node_id, resource, i, cand.id, cand.attempt, True) for i in indices]
             got = tuple((node_id, tuple(indices)) for node_id, indices in choice.nodes)
             picked.append(Claimed(cand.id, cand.attempt, cand.queue_order, got))
             continue
@@ -253,6 +256,9 @@ def _claim_with_devices(
         .execution_options(synchronize_session=False)
     ).scalars()
     ok = set(claimed)
+    for lost in [c for c in picked if c.run_id not in ok and c.devices]:  # cancelled meanwhile
+        for node_id, _ in lost.devices:
+            devices.release(session, lost.run_id, lost.attempt, node_id)
     return sorted((c for c in picked if c.run_id in ok), key=lambda c: (c.queue_order, c.run_id))
 
 

@@ -1,10 +1,12 @@
 """Submitting executions to Ray: node tasks, placement groups, the rendezvous, and stopping them.
 
-A single-node run is one node task. A multi-node run first gets a placement group (one bundle per
-node, ``STRICT_SPREAD``, the pool's label selector on every bundle); once it is placed a tiny task on
-bundle 0 picks MASTER_ADDR/MASTER_PORT, and then one node task per bundle runs that node's ranks. The
-submitter only starts these steps, adds their references to the execution's ``waiting`` and returns
-them; the watcher waits on them and decides when the next step is due.
+A single-node CPU run is one node task; until it says it started (through the progress board) its
+placement deadline runs. A run on devices, or of several nodes, first gets a placement group (one bundle
+per node, ``STRICT_SPREAD``, the pool's label selector on every bundle and, for a run on devices, the
+node whose devices the claim took); once it is placed a run of one node starts on it, and a multi-node
+run's tiny task on bundle 0 picks MASTER_ADDR/MASTER_PORT, and then one node task per bundle runs that
+node's ranks. The submitter only starts these steps, adds their references to the execution's
+``waiting`` and returns them; the watcher waits on them and decides when the next step is due.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class Submitter:
 
     def start(self, ex: Execution) -> list[Any]:
         """Submit the first step of ``ex``; returns the new references to wait on."""
-        if ex.demand.nodes == 1:
+        if ex.demand.nodes == 1 and not ex.devices:
             refs = self.launch_nodes(ex, single_node_specs(ex.spec))
             ex.phase = "starting"  # until the node task says it started (the placement deadline runs)
             return refs
@@ -101,6 +103,12 @@ class Submitter:
         )
         ex.phase = "placing"
         return [ex.wait_on(ex.pg.ready())]
+
+    def placed(self, ex: Execution) -> list[Any]:
+        """The placement group is ready: a run of one node starts there; several first meet on node 0."""
+        if ex.demand.nodes == 1:
+            return self.launch_nodes(ex, single_node_specs(ex.spec))
+        return [self.rendezvous(ex)]
 
     def rendezvous(self, ex: Execution) -> Any:
         """The placement group is ready: ask node 0 for MASTER_ADDR/MASTER_PORT."""

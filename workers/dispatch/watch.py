@@ -113,7 +113,7 @@ class Watcher:
         import ray
 
         if ex.phase == "placing":
-            self._await(ex, [self.submitter.rendezvous(ex)])
+            self._await(ex, self.submitter.placed(ex))
             return
         if ex.phase == "rendezvous":
             try:
