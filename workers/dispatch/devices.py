@@ -216,6 +216,11 @@ class Fence:
         self._probes: dict[tuple[str, int, int], Any] = {}
         self._remote: Any = None
 
+    @property
+    def busy(self) -> bool:
+        """A probe is in flight (its answer is looked at on the next step)."""
+        return bool(self._probes)
+
     def step(self, session: Session, nodes: dict[str, bool]) -> list[tuple[str, int, int]]:
         """One pass (``nodes``: Ray node id -> alive); returns what it freed (node, run, attempt)."""
         import ray
@@ -234,6 +239,7 @@ class Fence:
                 continue
             ref = self._probes.get(key)
             if ref is None:
+                _remove_placement_group(run_id, attempt)
                 self._probes[key] = self._probe(node_id, run_id, attempt)
                 continue
             if not ray.wait([ref], timeout=0)[0]:
@@ -264,3 +270,20 @@ class Fence:
 
 
 NODE_ID_LABEL = "ray.io/node-id"  # Ray gives every node this label
+
+
+def placement_group_name(run_id: int, attempt: int) -> str:
+    """The name of an attempt's placement group (unique per attempt: a lost attempt's group may still
+    exist when the next one is placed)."""
+    return f"ablate-run-{run_id}-a{attempt}"
+
+
+def _remove_placement_group(run_id: int, attempt: int) -> None:
+    """A lost attempt's placement group still reserves its nodes while the dispatcher that made it
+    lives on (hung): remove it, by name (every dispatcher uses the same Ray namespace)."""
+    from ray.util.placement_group import get_placement_group, remove_placement_group
+
+    try:
+        remove_placement_group(get_placement_group(placement_group_name(run_id, attempt)))
+    except Exception as exc:  # none (a run of one CPU node, or removed already)
+        log.debug("placement group of run %s attempt %s: %s", run_id, attempt, exc)

@@ -76,6 +76,7 @@ class Dispatcher:
         self.fence = devices.Fence(settings.device_release_grace_s)
         self._next_tick = 0.0
         self._next_reap = 0.0
+        self._fence_due = False  # this dispatcher expired devices: fence on the next tick, not a reap later
         self._ray_address = ""
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -189,6 +190,7 @@ class Dispatcher:
                 for run_id, (step, total, tput) in progress.items():
                     if run_id in held:
                         claims.write_progress(session, self.owner, run_id, step, total, tput)
+            fence = self._fence_due or self.fence.busy
             if now >= self._next_reap:
                 self._next_reap = now + max(0.5, self.settings.lease_s / 3)
                 self._announce(session)
@@ -196,6 +198,9 @@ class Dispatcher:
                 refresh_study_statuses(session, reaped.study_ids)
                 if reaped.requeued or reaped.failed:
                     log.warning("expired leases: requeued %s, failed %s", reaped.requeued, reaped.failed)
+                fence = True
+            if fence:  # every tick while this dispatcher stopped something or waits on a probe
+                self._fence_due = False
                 # devices of stopped or lost attempts: free once their processes are confirmed gone
                 nodes = {n.node_id: n.alive for n in self.submitter.all_nodes()}
                 for node_id, run_id, attempt in self.fence.step(session, nodes):
@@ -275,3 +280,4 @@ class Dispatcher:
                 devices.release(session, run_id, attempt, node_id)
             else:
                 devices.expire(session, [(run_id, attempt)], node_id)
+                self._fence_due = True

@@ -19,7 +19,7 @@ from typing import Any
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeInfo, unplaceable_reason
 from ablate.backend.domain.runner import Runner
-from ablate.workers.dispatch import ray_runtime
+from ablate.workers.dispatch import devices, ray_runtime
 from ablate.workers.dispatch.execution import Execution
 from ablate.workers.dispatch.spec import single_node_specs
 
@@ -98,7 +98,7 @@ class Submitter:
         ex.pg = placement_group(
             ex.demand.bundles(),
             strategy="STRICT_SPREAD",
-            name=f"ablate-run-{ex.run_id}",
+            name=devices.placement_group_name(ex.run_id, ex.attempt),
             bundle_label_selector=_bundle_selectors(ex),
         )
         ex.phase = "placing"

@@ -201,11 +201,12 @@ class Watcher:
         self._forget(ex)
 
     def _release_rest(self, ex: Execution) -> None:
-        """The devices of the nodes whose task did not return: they wait for the fence."""
+        """The devices of the nodes whose task did not return: they wait for the fence (unless no node
+        task was ever submitted: then nothing can hold them)."""
         for node_id, _ in ex.devices:
             if node_id not in ex.released:
                 ex.released.add(node_id)
-                self.released.append((ex.run_id, ex.attempt, node_id, False))
+                self.released.append((ex.run_id, ex.attempt, node_id, not ex.node_refs))
 
     def _await(self, ex: Execution, refs: list[Any]) -> None:
         for ref in refs:
