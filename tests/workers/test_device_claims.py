@@ -138,8 +138,9 @@ def test_a_stopped_attempt_keeps_its_devices_until_confirmed_free(database: Data
     assert _claim(database, "new", PPU_NODES[:1]) == []
     assert "held by stopped run(s)" in (_run(database, second).error or "")
     with database.transaction() as s:
-        assert [(n, r, a) for n, r, a, _ in devices.expired(s)] == [("node-a", first, 1)]
-        assert devices.release_fenced(s, "node-a", first, 1) == 16  # the fence confirmed them gone
+        assert [(n, r, a, o) for n, r, a, o, _ in devices.expired(s)] == [("node-a", first, 1, "old")]
+        assert devices.release_fenced(s, "node-a", first, 1, "new") == 0  # another claim's: not these
+        assert devices.release_fenced(s, "node-a", first, 1, "old") == 16  # the fence confirmed them gone
     (got,) = _claim(database, "new", PPU_NODES[:1])
     assert got.run_id == second and got.devices == (("node-a", tuple(range(16))),)
 

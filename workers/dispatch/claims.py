@@ -96,7 +96,7 @@ def claim_runs(
     if not served:
         return []
     now = now or utcnow()
-    if nodes is not None:
+    if nodes is not None and _any_on_devices(session, served):
         return _claim_with_devices(session, owner, served, limit, lease_s, list(nodes), wait_deadline_s, now)
     pick = (
         select(Run.id)
@@ -136,6 +136,23 @@ def claim_runs(
     return sorted(
         (Claimed(r.id, r.attempt, r.queue_order) for r in rows), key=lambda c: (c.queue_order, c.run_id)
     )
+
+
+def _any_on_devices(session: Session, served: list[int]) -> bool:
+    """Whether any served cluster runs on devices (else the plain claim, one statement, is enough)."""
+    rows = session.execute(
+        select(Cluster.accelerator, Cluster.resource_name, Cluster.devices_per_node, Cluster.name).where(
+            Cluster.id.in_(served)
+        )
+    ).all()
+    for r in rows:
+        try:
+            demand = demand_for(r._asdict())
+        except ValueError:
+            continue
+        if device_resource(demand) is not None:
+            return True
+    return False
 
 
 CANDIDATES = 256  # queued runs looked at per claim: enough to find work behind waiting pools

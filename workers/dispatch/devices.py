@@ -20,6 +20,7 @@ This module and :mod:`.claims` are the dispatcher's only SQL besides ingest.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -160,22 +161,31 @@ def expire(session: Session, attempts: Iterable[Attempt], node_id: str | None = 
     )
 
 
-def expired(session: Session, now: datetime | None = None) -> list[tuple[str, int, int, datetime]]:
-    """``(node id, run id, attempt, expired at)`` of every expired holding, one per node and attempt."""
+Claim = tuple[str, int, int, str]  # (node id, run id, attempt, owner): one claim's devices on one node
+
+
+def holder_id(run_id: int, attempt: int, owner: str) -> str:
+    """What names one claim of a run's devices on the nodes (see :mod:`.holders`): the attempt and a
+    tag of the claiming dispatcher (a run given back by a stopping dispatcher keeps its attempt)."""
+    return f"{run_id}.{attempt}.{hashlib.sha1(owner.encode()).hexdigest()[:10]}"
+
+
+def expired(session: Session, now: datetime | None = None) -> list[tuple[str, int, int, str, datetime]]:
+    """``(node id, run id, attempt, owner, expired at)`` of every expired holding, one per node and claim."""
     now = now or utcnow()
     rows = session.execute(
         select(DeviceAllocation.node_id, DeviceAllocation.run_id, DeviceAllocation.attempt)
-        .add_columns(DeviceAllocation.lease_expires_at)
+        .add_columns(DeviceAllocation.owner, DeviceAllocation.lease_expires_at)
         .where(DeviceAllocation.lease_expires_at < now)
     ).all()
-    out: dict[tuple[str, int, int], datetime] = {}
+    out: dict[Claim, datetime] = {}
     for r in rows:
-        key = (r.node_id, r.run_id, r.attempt)
+        key = (r.node_id, r.run_id, r.attempt, r.owner)
         out[key] = min(out.get(key, r.lease_expires_at), r.lease_expires_at)
     return [(*k, at) for k, at in sorted(out.items())]
 
 
-def release_fenced(session: Session, node_id: str, run_id: int, attempt: int) -> int:
+def release_fenced(session: Session, node_id: str, run_id: int, attempt: int, owner: str) -> int:
     """Free what the attempt held on the node once its processes there are confirmed gone (only rows
     still expired: nothing live is ever freed). Returns how many devices."""
     res = session.execute(
@@ -183,6 +193,7 @@ def release_fenced(session: Session, node_id: str, run_id: int, attempt: int) ->
             DeviceAllocation.node_id == node_id,
             DeviceAllocation.run_id == run_id,
             DeviceAllocation.attempt == attempt,
+            DeviceAllocation.owner == owner,
             DeviceAllocation.lease_expires_at < utcnow(),
         )
     )
@@ -213,7 +224,7 @@ class Fence:
 
     def __init__(self, grace_s: float) -> None:
         self.grace_s = grace_s
-        self._probes: dict[tuple[str, int, int], Any] = {}
+        self._probes: dict[Claim, Any] = {}
         self._remote: Any = None
 
     @property
@@ -221,15 +232,15 @@ class Fence:
         """A probe is in flight (its answer is looked at on the next step)."""
         return bool(self._probes)
 
-    def step(self, session: Session, nodes: dict[str, bool]) -> list[tuple[str, int, int]]:
-        """One pass (``nodes``: Ray node id -> alive); returns what it freed (node, run, attempt)."""
+    def step(self, session: Session, nodes: dict[str, bool]) -> list[Claim]:
+        """One pass (``nodes``: Ray node id -> alive); returns what it freed."""
         import ray
 
-        freed: list[tuple[str, int, int]] = []
+        freed: list[Claim] = []
         now = utcnow()
         wanted = expired(session, now)
-        for node_id, run_id, attempt, at in wanted:
-            key = (node_id, run_id, attempt)
+        for node_id, run_id, attempt, owner, at in wanted:
+            key = (node_id, run_id, attempt, owner)
             if node_id not in nodes:
                 continue
             if not nodes[node_id]:
@@ -239,8 +250,8 @@ class Fence:
                 continue
             ref = self._probes.get(key)
             if ref is None:
-                _remove_placement_group(run_id, attempt)
-                self._probes[key] = self._probe(node_id, run_id, attempt)
+                _remove_placement_group(run_id, attempt, owner)
+                self._probes[key] = self._probe(node_id, holder_id(run_id, attempt, owner))
                 continue
             if not ray.wait([ref], timeout=0)[0]:
                 continue
@@ -255,35 +266,35 @@ class Fence:
                 freed.append(key)
             else:
                 log.warning("run %s attempt %s: %s process(es) left on %s", run_id, attempt, left, node_id)
-        for key in set(self._probes) - {(n, r, a) for n, r, a, _ in wanted}:
+        for key in set(self._probes) - {(n, r, a, o) for n, r, a, o, _ in wanted}:
             del self._probes[key]
         return freed
 
-    def _probe(self, node_id: str, run_id: int, attempt: int) -> Any:
+    def _probe(self, node_id: str, holder: str) -> Any:
         import ray
 
         from ablate.workers.dispatch.holders import stop_and_confirm
 
         if self._remote is None:
             self._remote = ray.remote(num_cpus=0, max_retries=0)(stop_and_confirm)
-        return self._remote.options(label_selector={NODE_ID_LABEL: node_id}).remote(node_id, run_id, attempt)
+        return self._remote.options(label_selector={NODE_ID_LABEL: node_id}).remote(node_id, holder)
 
 
 NODE_ID_LABEL = "ray.io/node-id"  # Ray gives every node this label
 
 
-def placement_group_name(run_id: int, attempt: int) -> str:
-    """The name of an attempt's placement group (unique per attempt: a lost attempt's group may still
-    exist when the next one is placed)."""
-    return f"ablate-run-{run_id}-a{attempt}"
+def placement_group_name(run_id: int, attempt: int, owner: str) -> str:
+    """The name of a claim's placement group (unique per claim: a lost attempt's group may still exist
+    when the next one is placed)."""
+    return f"ablate-run-{holder_id(run_id, attempt, owner)}"
 
 
-def _remove_placement_group(run_id: int, attempt: int) -> None:
+def _remove_placement_group(run_id: int, attempt: int, owner: str) -> None:
     """A lost attempt's placement group still reserves its nodes while the dispatcher that made it
     lives on (hung): remove it, by name (every dispatcher uses the same Ray namespace)."""
     from ray.util.placement_group import get_placement_group, remove_placement_group
 
     try:
-        remove_placement_group(get_placement_group(placement_group_name(run_id, attempt)))
+        remove_placement_group(get_placement_group(placement_group_name(run_id, attempt, owner)))
     except Exception as exc:  # none (a run of one CPU node, or removed already)
         log.debug("placement group of run %s attempt %s: %s", run_id, attempt, exc)

@@ -70,7 +70,7 @@ class Dispatcher:
         self.database = database
         self.owner = owner or dispatcher_id()
         self.cluster_names = cluster_names
-        self.submitter = Submitter(runners, preflight=settings.preflight)
+        self.submitter = Submitter(runners, preflight=settings.preflight, owner=self.owner)
         self.watcher = Watcher(self.submitter, placement_timeout_s=settings.placement_timeout_s)
         self.recorder = Recorder(settings, self.owner)
         self.fence = devices.Fence(settings.device_release_grace_s)
@@ -203,7 +203,7 @@ class Dispatcher:
                 self._fence_due = False
                 # devices of stopped or lost attempts: free once their processes are confirmed gone
                 nodes = {n.node_id: n.alive for n in self.submitter.all_nodes()}
-                for node_id, run_id, attempt in self.fence.step(session, nodes):
+                for node_id, run_id, attempt, _ in self.fence.step(session, nodes):
                     log.info("run %s attempt %s: devices on node %s confirmed free", run_id, attempt, node_id)
         for run_id in [r for r in self.executions if r not in held]:
             log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)

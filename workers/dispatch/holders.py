@@ -1,8 +1,10 @@
 """On a node: which processes hold a run attempt's devices, and stopping them for good (no SQL here).
 
-A node task writes ``<tmp>/ablate-holders/<node id>/<run>.<attempt>.<rank>`` (its pid and start time)
-before it touches the devices and removes it when it ends; every process it starts for the run carries
-``ABLATE_DEVICE_HOLDER=<run>.<attempt>`` in its environment (containers too: the variable goes into the
+A claim of a run's devices is named by its *holder* id, ``<run>.<attempt>.<claiming dispatcher's tag>``
+(unique per claim: a run a stopping dispatcher gave back keeps its attempt number). A node task writes
+``<tmp>/ablate-holders/<node id>/<holder>.<rank>`` (its pid and start time) before it touches the devices
+and removes it when it ends; every process it starts for the run carries
+``ABLATE_DEVICE_HOLDER=<holder>`` in its environment (containers too: the variable goes into the
 container). :func:`stop_and_confirm` (a tiny Ray task the dispatcher sends to the node) kills both kinds
 and says how many are left; only at zero are the attempt's devices given to another run. It also leaves a
 tombstone, checked under the same file lock by a node task that starts late (queued in Ray while its
@@ -45,15 +47,17 @@ class Fenced(Exception):
     """This attempt's devices were already taken back (its dispatcher lost it)."""
 
 
-def register(node_id: str, run_id: int, attempt: int, rank: int) -> Path:
-    """Say that this process holds the devices of ``run_id``/``attempt`` on this node; raises
-    :class:`Fenced` when they were taken back before it started."""
+def register(node_id: str, holder: str, rank: int) -> Path:
+    """Say that this process holds the devices of ``holder`` on this node; raises :class:`Fenced` when
+    they were taken back before it started."""
     import psutil
 
     with _locked(node_id) as folder:
-        if (folder / f"{run_id}.{attempt}.fenced").exists():
-            raise Fenced(f"attempt {attempt} of run {run_id} was stopped before its task started")
-        path = folder / f"{run_id}.{attempt}.{rank}"
+        if (folder / f"{holder}.fenced").exists():
+            raise Fenced(
+                f"the devices of {holder} (run.attempt.claim) were taken back before its task started"
+            )
+        path = folder / f"{holder}.{rank}"
         path.write_text(f"{os.getpid()} {psutil.Process().create_time()}")
         return path
 
@@ -64,11 +68,11 @@ def unregister(path: Path | None) -> None:
             path.unlink()
 
 
-def _holder_pids(folder: Path, run_id: int, attempt: int) -> set[int]:
+def _holder_pids(folder: Path, holder: str) -> set[int]:
     import psutil
 
     pids: set[int] = set()
-    for path in folder.glob(f"{run_id}.{attempt}.*"):
+    for path in folder.glob(f"{holder}.*"):
         if path.name.endswith(".fenced"):
             continue
         try:
@@ -80,7 +84,7 @@ def _holder_pids(folder: Path, run_id: int, attempt: int) -> set[int]:
         except (ValueError, OSError, psutil.Error):
             with contextlib.suppress(OSError):
                 path.unlink()
-    marker = f"{HOLDER_ENV}={run_id}.{attempt}".encode()
+    marker = f"{HOLDER_ENV}={holder}".encode()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -93,18 +97,18 @@ def _holder_pids(folder: Path, run_id: int, attempt: int) -> set[int]:
     return pids
 
 
-def stop_and_confirm(node_id: str, run_id: int, attempt: int, wait_s: float = 10.0) -> int:
-    """Run on the node: fence off the attempt (a late task will refuse to start), kill every process
+def stop_and_confirm(node_id: str, holder: str, wait_s: float = 10.0) -> int:
+    """Run on the node: fence off the claim (a late task will refuse to start), kill every process
     that holds its devices, and return how many are still alive after ``wait_s`` (0: confirmed gone)."""
     with _locked(node_id) as folder:
-        (folder / f"{run_id}.{attempt}.fenced").write_text(str(time.time()))
+        (folder / f"{holder}.fenced").write_text(str(time.time()))
         for old in folder.glob("*.fenced"):  # tombstones of long ago
             with contextlib.suppress(OSError):
                 if time.time() - old.stat().st_mtime > TOMBSTONE_KEEP_S:
                     old.unlink()
     end = time.monotonic() + wait_s
     while True:
-        pids = _holder_pids(_dir(node_id), run_id, attempt)
+        pids = _holder_pids(_dir(node_id), holder)
         if not pids or time.monotonic() > end:
             return len(pids)
         for pid in pids:

@@ -32,10 +32,15 @@ class Submitter:
     """The dispatcher's Ray handles (node task, rendezvous task, progress board, runner factories)."""
 
     def __init__(
-        self, runners: Mapping[str, Callable[[], Runner]] | None = None, *, preflight: str = "lenient"
+        self,
+        runners: Mapping[str, Callable[[], Runner]] | None = None,
+        *,
+        preflight: str = "lenient",
+        owner: str = "",
     ) -> None:
         self.runners = dict(runners or {})
         self.preflight = preflight  # ABLATE_PREFLIGHT, handed to every node task
+        self.owner = owner  # the dispatcher's id: names its claims of devices on the nodes
         self.board: Any = None
         self.board_name = ""  # node tasks look the board up by name (a handle per task costs more)
         self._node_task: Any = None
@@ -98,7 +103,7 @@ class Submitter:
         ex.pg = placement_group(
             ex.demand.bundles(),
             strategy="STRICT_SPREAD",
-            name=devices.placement_group_name(ex.run_id, ex.attempt),
+            name=devices.placement_group_name(ex.run_id, ex.attempt, self.owner),
             bundle_label_selector=_bundle_selectors(ex),
         )
         ex.phase = "placing"
@@ -123,6 +128,8 @@ class Submitter:
         ex.phase = "running"
         factory = self._factory_ref(ex.spec.runner_name)
         checks = {**ex.plan.checks, "preflight": self.preflight}
+        if ex.devices:
+            checks["holder"] = devices.holder_id(ex.run_id, ex.attempt, self.owner)
         refs = []
         for index, specs in enumerate(per_node):
             ref = self._node_task.options(**self._node_options(ex, index)).remote(

@@ -200,10 +200,11 @@ def _place_on_node(
     node_id = ray.get_runtime_context().get_node_id()
     facts["node_id"] = node_id
     attempt = int(checks.get("attempt", 1))
-    held = holders.register(node_id, lead.run_id, attempt, lead.node_rank) if device_ids is not None else None
+    holder = str(checks.get("holder") or f"{lead.run_id}.{attempt}")
+    held = holders.register(node_id, holder, lead.node_rank) if device_ids is not None else None
     name = visible_devices_env(lead.cluster)
     ids = device_ids if device_ids is not None else ([str(i) for i in ray.get_gpu_ids()] or None)
-    marker = {holders.HOLDER_ENV: f"{lead.run_id}.{attempt}"} if held is not None else {}
+    marker = {holders.HOLDER_ENV: holder} if held is not None else {}
     value = ",".join(ids) if name and ids is not None else None
     for s in rank_specs:
         s.env = {**s.env, **marker, **({name: value} if name and value is not None else {})}
