@@ -204,7 +204,9 @@ def _place_on_node(
     holder = str(checks.get("holder") or f"{lead.run_id}.{attempt}")
     held = holders.register(node_id, holder, lead.node_rank) if device_ids is not None else None
     name = visible_devices_env(lead.cluster)
-    ids = device_ids if device_ids is not None else ([str(i) for i in ray.get_gpu_ids()] or None)
+    ids = device_ids
+    if ids is None and name:  # a GPU run without an allocation (none was taken): Ray's ids
+        ids = [str(i) for i in ray.get_gpu_ids()] or None
     marker = {holders.HOLDER_ENV: holder} if held is not None else {}
     value = ",".join(ids) if name and ids is not None else None
     for s in rank_specs:
