@@ -11,6 +11,7 @@ sit in a collective until the timeout. It returns the node's facts and log files
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import tarfile
@@ -229,9 +230,7 @@ def run_node(
     took for this run on this node (None for a CPU run)."""
     # Said only once the task has run a moment: a task that ends sooner is seen ending, and most runs
     # then cost the board nothing (a lookup and a call per run was measurable on small runs).
-    started_timer = threading.Timer(STARTED_AFTER_S, _say_started, (board, specs, checks))
-    started_timer.daemon = True
-    started_timer.start()
+    notice = _say_started_later(board, specs, checks)
     reaper.active()
     started = _now()
     host = socket.gethostname()
@@ -304,7 +303,7 @@ def run_node(
                 environment=lead.env,
             )
     finally:
-        started_timer.cancel()
+        _never_mind(notice)
         reaper.idle()
         holders.unregister(held)
     result.provenance = {**facts, **result.provenance}
@@ -331,6 +330,41 @@ def _is_ray_error(exc: BaseException) -> bool:
     except ImportError:
         return False
     return isinstance(exc, rx.RayError)
+
+
+_later: dict[int, tuple[float, Any, list[dict[str, Any]], dict[str, Any]]] = {}  # notices not yet due
+_later_lock = threading.Lock()
+_later_thread: list[threading.Thread] = []
+_later_keys = itertools.count()
+
+
+def _say_started_later(board: Any, specs: list[dict[str, Any]], checks: dict[str, Any]) -> int:
+    """:func:`_say_started` after STARTED_AFTER_S unless :func:`_never_mind` comes first. One thread per
+    worker process sends what is due (a timer thread per task slowed small runs measurably)."""
+    key = next(_later_keys)
+    if board is None:
+        return key
+    with _later_lock:
+        _later[key] = (time.monotonic() + STARTED_AFTER_S, board, specs, checks)
+        if not _later_thread or not _later_thread[0].is_alive():
+            _later_thread[:] = [threading.Thread(target=_send_due, name="ablate-started", daemon=True)]
+            _later_thread[0].start()
+    return key
+
+
+def _never_mind(key: int) -> None:
+    with _later_lock:
+        _later.pop(key, None)
+
+
+def _send_due() -> None:
+    while True:
+        time.sleep(STARTED_AFTER_S / 5)
+        now = time.monotonic()
+        with _later_lock:
+            due = [_later.pop(k) for k in [k for k, v in _later.items() if v[0] <= now]]
+        for _, board, specs, checks in due:
+            _say_started(board, specs, checks)
 
 
 def _say_started(board: Any, specs: list[dict[str, Any]], checks: dict[str, Any]) -> None:
