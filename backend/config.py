@@ -96,6 +96,20 @@ class Settings(BaseSettings):
         "records a missing tool as unverified; `off` skips the check.",
     )
     max_concurrent_runs: int = Field(default=1, description="Runs one dispatcher executes at the same time.")
+    wait_deadline_s: float = Field(
+        default=1800.0,
+        ge=0,
+        description="How long a queued run may wait for devices with nothing progressing (no live run "
+        "holds what it waits on: a node gone, devices not yet confirmed free) before it fails naming "
+        "why. Waiting behind live runs of its pool never fails. 0: wait forever.",
+    )
+    device_release_grace_s: float = Field(
+        default=900.0,
+        ge=0,
+        description="Devices of an attempt whose dispatcher stopped renewing them are given to other "
+        "runs once that attempt's processes on the node are confirmed gone; on a node Ray reports dead "
+        "(nobody left to confirm) only after this grace past the lease's expiry.",
+    )
     noisy_cv: float = Field(
         default=0.05, description="Coefficient of variation above which a result is noisy."
     )

@@ -200,14 +200,20 @@ def _run(argv: list[str]) -> str | None:
 QUERY = "index,uuid,driver_version,memory.total,memory.free"
 
 
-def probe_gpus() -> list[Device] | None:
+def _visible(visible: Sequence[str] | None) -> str | None:
+    """The devices to check: those given (the run's own, from the dispatcher), else the worker's
+    ``CUDA_VISIBLE_DEVICES`` (Ray sets it for GPUs only)."""
+    return ",".join(visible) if visible is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def probe_gpus(visible: Sequence[str] | None = None) -> list[Device] | None:
     text = _run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"])
     if text is None:
         return None
-    return visible_subset(parse_smi_csv(text), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return visible_subset(parse_smi_csv(text), _visible(visible))
 
 
-def probe_ppus() -> list[Device] | None:
+def probe_ppus(visible: Sequence[str] | None = None) -> list[Device] | None:
     # ppu-smi mirrors nvidia-smi; the CSV query gives driver and memory where the version supports it.
     try:
         text = _run(["ppu-smi", f"--query-ppu={QUERY}", "--format=csv,noheader,nounits"])
@@ -219,7 +225,7 @@ def probe_ppus() -> list[Device] | None:
         if listing is None:
             return None
         devices = parse_smi_list(listing, "PPU")
-    return visible_subset(devices, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return visible_subset(devices, _visible(visible))
 
 
 def host_free_bytes() -> int:
@@ -241,9 +247,11 @@ def run_preflight(
     min_host_free_gib: float = DEFAULT_MIN_HOST_FREE_GIB,
     probe: Any = None,
     mode: str = "lenient",
+    visible: Sequence[str] | None = None,
 ) -> PreflightReport:
     """Check this worker for one node's share of a run. ``probe`` replaces the device probe in tests;
-    ``mode`` is one of :data:`MODES` (see the module's docstring)."""
+    ``mode`` is one of :data:`MODES` (see the module's docstring); ``visible``: the device indices the
+    run was given on this node (else the worker's ``CUDA_VISIBLE_DEVICES``)."""
     acc = accelerator.lower()
     facts: dict[str, str] = {"preflight.accelerator": acc}
     if mode == "off":
@@ -257,7 +265,7 @@ def run_preflight(
         return PreflightReport(True, None, facts)
     tool = "nvidia-smi" if acc == "gpu" else "ppu-smi"
     try:
-        devices = (probe or (probe_gpus if acc == "gpu" else probe_ppus))()
+        devices = probe() if probe is not None else (probe_gpus if acc == "gpu" else probe_ppus)(visible)
     except ToolFailed as exc:
         facts["preflight.devices"] = f"failed ({tool} failed)"
         return PreflightReport(False, f"device tool failed: {exc}", facts)

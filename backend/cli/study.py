@@ -261,6 +261,17 @@ def show(
             cell = f"{run['variant']} / {run['workload']} r{run['repeat']}"
             line = f"  run {run['id']} ({cell}): {run['exclusion_reason']}"
             console.print(line, highlight=False, soft_wrap=True, markup=False)
+    # Queued runs waiting for devices say for what and who holds them (the dispatcher writes it).
+    waiting = [
+        r
+        for r in study["runs"]
+        if r["status"] == "queued" and first_line(r.get("error")).startswith("waiting")
+    ]
+    if waiting:
+        console.print("queued runs waiting:", highlight=False)
+        for run in waiting:
+            line = f"  run {run['id']}: {first_line(run.get('error'))}"
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 @app.command()

@@ -221,6 +221,9 @@ class Run(Base):
     current_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
     total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     latest_throughput: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # A queued run waiting for devices: since when nothing it waits on progressed (no live run holds
+    # what it needs); None while live runs hold them. The reason it waits is in ``error``.
+    waiting_since: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # Set by an admin's exclusion (services/hygiene.py): the run stays listed, but no analysis reads it.
     excluded_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     exclusion_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -354,6 +357,33 @@ class DispatcherPresence(Base):
     served_cluster_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class DeviceAllocation(Base):
+    """One device of one Ray node held by one attempt of a run: what makes device use exclusive across
+    dispatchers and restarts. A row exists while the device is held (released = deleted); the unique
+    key keeps two rows off one device. ``lease_expires_at`` is renewed by the dispatcher running the
+    attempt; an expired row stays until the attempt's processes on the node are confirmed gone (see
+    ``workers/dispatch/devices.py``). The key is the node, not the cluster: two cluster definitions
+    may select the same nodes."""
+
+    __tablename__ = "device_allocations"
+    __table_args__ = (UniqueConstraint("node_id", "resource", "device_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(NAME), index=True)  # the Ray node id
+    node_address: Mapped[str] = mapped_column(String(NAME), default="")  # for people reading it
+    resource: Mapped[str] = mapped_column(String(NAME))  # GPU, PPU, ...
+    device_index: Mapped[int] = mapped_column(Integer)
+    cluster_id: Mapped[int | None] = mapped_column(
+        ForeignKey("clusters.id", ondelete="SET NULL"), nullable=True
+    )
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    node_rank: Mapped[int] = mapped_column(Integer, default=0)
+    owner: Mapped[str] = mapped_column(String(NAME))  # the dispatcher that took it
+    lease_expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    created_at: Mapped[datetime] = _created()
 
 
 class ImageManifest(Base):

@@ -197,3 +197,52 @@ def _fmt(v: float) -> str:
 def is_pool_resource(name: str) -> bool:
     """Whether a resource name says something about a pool (used when describing nodes)."""
     return not _IGNORED.match(name)
+
+
+def device_resource(demand: NodeDemand) -> tuple[str, int] | None:
+    """The device resource one node's share of a run holds and how many of it (``("PPU", 8)``), or None
+    for a CPU run (nothing exclusive to hand out beyond what Ray counts)."""
+    if demand.gpus:
+        return "GPU", int(demand.gpus)
+    if demand.custom:
+        name, amount = next(iter(demand.custom.items()))
+        return name, int(amount)
+    return None
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The nodes (in node-rank order) and device indices on each that a run gets; or why it waits."""
+
+    nodes: list[tuple[str, list[int]]] = field(default_factory=list)
+    short: str = ""  # empty when ``nodes`` is the choice
+
+
+def choose_devices(
+    demand: NodeDemand,
+    nodes: Sequence[NodeInfo],
+    held: Mapping[str, set[int]],
+    excluded: Sequence[str] = (),
+) -> DeviceChoice:
+    """``demand.nodes`` distinct alive pool nodes with enough free devices each (``held``: node id ->
+    indices taken), best fit first (the node with the fewest free devices that fits), so a half-used
+    node fills up before a whole one is split. ``short`` says what is missing when they do not exist."""
+    wanted = device_resource(demand)
+    if wanted is None:
+        return DeviceChoice()
+    resource, count = wanted
+    pool = [n for n in nodes if n.alive and n.node_id not in excluded and node_in_pool(n, demand)]
+    pool = [n for n in pool if all(n.resources.get(k, 0.0) >= v for k, v in demand.resources.items())]
+    fits: list[tuple[int, str, list[int]]] = []
+    for node in pool:
+        taken = held.get(node.node_id, set())
+        free = [i for i in range(int(node.resources.get(resource, 0.0))) if i not in taken]
+        if len(free) >= count:
+            fits.append((len(free), node.node_id, free[:count]))
+    if len(fits) < demand.nodes:
+        return DeviceChoice(
+            short=f"{len(fits)} of {len(pool)} alive pool node(s) have {count} free {resource} "
+            f"({demand.nodes} needed)"
+        )
+    fits.sort()
+    return DeviceChoice([(node_id, free) for _, node_id, free in fits[: demand.nodes]])

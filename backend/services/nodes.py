@@ -1,5 +1,6 @@
-"""Ray nodes that runs were kept off: a node that died or failed preflight in one attempt is excluded
-from that run's next attempts (recorded in the run's provenance as ``excluded_node.<node id>``)."""
+"""Ray nodes as the database knows them: the nodes runs were kept off (a node that died or failed
+preflight in one attempt is excluded from that run's next attempts, recorded in the run's provenance as
+``excluded_node.<node id>``), and the devices runs hold on each node (``device_allocations``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ablate.backend.db.models import Run
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.models import DeviceAllocation, Run
 from ablate.backend.domain.placement import EXCLUDED_NODE_PREFIX as EXCLUDED_PREFIX
 
 RECENT_RUNS = 200  # the clusters page looks at this many latest runs per cluster
@@ -42,3 +44,36 @@ def failed_preflight_nodes(
             ):
                 seen[node] = ExcludedNode(node, str(why), run_id)
     return list(seen.values())
+
+
+@dataclass(frozen=True)
+class HeldDevices:
+    """The devices one attempt of a run holds on one node."""
+
+    node_id: str
+    node_address: str
+    resource: str
+    indices: list[int]
+    run_id: int
+    attempt: int
+    live: bool  # False: the attempt was stopped or lost; freed once its processes are confirmed gone
+
+
+def held_devices(session: Session) -> list[HeldDevices]:
+    """Every device held now, grouped by node and attempt, by node then run."""
+    now = utcnow()
+    groups: dict[tuple[str, str, int, int], HeldDevices] = {}
+    rows = session.execute(
+        select(DeviceAllocation).order_by(
+            DeviceAllocation.node_id, DeviceAllocation.run_id, DeviceAllocation.device_index
+        )
+    ).scalars()
+    for row in rows:
+        key = (row.node_id, row.resource, row.run_id, row.attempt)
+        if key not in groups:
+            groups[key] = HeldDevices(
+                row.node_id, row.node_address, row.resource, [], row.run_id, row.attempt,
+                row.lease_expires_at >= now,
+            )  # fmt: skip
+        groups[key].indices.append(row.device_index)
+    return list(groups.values())

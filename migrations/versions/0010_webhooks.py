@@ -1,7 +1,7 @@
 """webhooks: subscriptions, the delivery outbox, and the regressions already announced per release
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-05
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | None = "0008"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

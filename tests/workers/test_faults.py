@@ -68,6 +68,45 @@ def test_crash_every_attempt_fails_with_the_reason(
     assert "Ray worker crashed or was killed" in str(run.error) and "after 1 attempt" in str(run.error)
 
 
+def test_an_actor_unavailable_under_a_run_is_an_infrastructure_failure_and_retried(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    study = _one(database, {"actor_unavailable_once": str(tmp_path / "raised")})
+    Dispatcher(make_settings(tmp_path), database, runners=FAKES).drain(timeout_s=90)
+    (run,) = runs_of(database, study)
+    assert (run.status, run.attempt, run.error) == ("succeeded", 2, None)
+    assert (tmp_path / "raised").exists()
+
+
+def test_a_single_node_run_ray_cannot_start_fails_after_the_placement_timeout(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    import ray
+
+    started = tmp_path / "blocker-started"
+
+    @ray.remote(num_cpus=2)  # every CPU of the test session's Ray
+    def blocker() -> None:
+        started.write_text("holding")
+        time.sleep(600)
+
+    held = blocker.remote()
+    try:
+        wait_for(started.exists, 60, "the blocker to start")
+        study = _one(database, {"steps": 1})
+        settings = make_settings(tmp_path, placement_timeout_s=2.0)
+        Dispatcher(settings, database, runners=FAKES).drain(timeout_s=90)
+    finally:
+        ray.cancel(held, force=True)
+    (run,) = runs_of(database, study)
+    assert (run.status, run.failure_kind, run.attempt) == ("failed", "infrastructure", 1)
+    assert str(run.error).startswith(
+        "not placed within 2 s (ABLATE_PLACEMENT_TIMEOUT_S): "
+        "cluster 'cpu-1' needs 1 CPU on each of 1 node(s); "
+        "enough alive nodes have these resources, but not free at the same time (held by other work)"
+    )
+
+
 def test_benchmark_failure_is_not_retried(ray_local: str, database: Database, tmp_path: Path) -> None:
     study = _one(database, {"fail": True})
     Dispatcher(make_settings(tmp_path), database, runners=FAKES).drain(timeout_s=60)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, select, update
+from sqlalchemy import ColumnElement, and_, delete, false, select, update
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
@@ -35,8 +35,15 @@ from ablate.backend.db.models import (
     Variant,
     Workload,
 )
+from ablate.backend.domain.placement import (
+    NodeInfo,
+    choose_devices,
+    demand_for,
+    device_resource,
+    unplaceable_reason,
+)
 from ablate.backend.services import dispatchers
-from ablate.workers.dispatch import identity
+from ablate.workers.dispatch import devices, identity
 from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
 
@@ -49,6 +56,9 @@ class Claimed:
     run_id: int
     attempt: int
     queue_order: int
+    # the devices taken for it: per node rank, (Ray node id, device indices); empty for a CPU run
+    devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    fail: str = ""  # claimed only to fail it at once (it waited past ABLATE_WAIT_DEADLINE_S)
 
 
 def served_clusters(
@@ -74,16 +84,21 @@ def claim_runs(
     joined: str = "",
     cluster_names: Sequence[str] | None = None,
     now: datetime | None = None,
+    nodes: Sequence[NodeInfo] | None = None,
+    wait_deadline_s: float = 0.0,
 ) -> list[Claimed]:
     """Atomically move up to ``limit`` queued runs (lowest ``queue_order`` first) to running for ``owner``:
     runs of the clusters it serves (connected to the Ray cluster at ``gcs_address``, after being told
-    to join ``joined``; see :func:`served_clusters`)."""
+    to join ``joined``; see :func:`served_clusters`). Given the Ray cluster's ``nodes`` (alive and dead),
+    a run on devices is claimed only together with its devices (see :func:`_claim_with_devices`)."""
     if limit <= 0:
         return []
     served = served_clusters(session, gcs_address, joined=joined, cluster_names=cluster_names)
     if not served:
         return []
     now = now or utcnow()
+    if nodes is not None and _any_on_devices(session, served):
+        return _claim_with_devices(session, owner, served, limit, lease_s, list(nodes), wait_deadline_s, now)
     pick = (
         select(Run.id)
         .where(
@@ -122,6 +137,179 @@ def claim_runs(
     return sorted(
         (Claimed(r.id, r.attempt, r.queue_order) for r in rows), key=lambda c: (c.queue_order, c.run_id)
     )
+
+
+def _any_on_devices(session: Session, served: list[int]) -> bool:
+    """Whether any served cluster runs on devices (else the plain claim, one statement, is enough)."""
+    rows = session.execute(
+        select(Cluster.accelerator, Cluster.resource_name, Cluster.devices_per_node, Cluster.name).where(
+            Cluster.id.in_(served)
+        )
+    ).all()
+    for r in rows:
+        try:
+            demand = demand_for(r._asdict())
+        except ValueError:
+            continue
+        if device_resource(demand) is not None:
+            return True
+    return False
+
+
+CANDIDATES = 256  # queued runs looked at per claim: enough to find work behind waiting pools
+
+
+def _claim_with_devices(
+    session: Session,
+    owner: str,
+    served: list[int],
+    limit: int,
+    lease_s: float,
+    nodes: list[NodeInfo],
+    wait_deadline_s: float,
+    now: datetime,
+) -> list[Claimed]:
+    """The claim when devices are handed out: walk the queue in order; a CPU run is claimed as before, a
+    run on devices only once free devices on enough alive nodes of its pool are taken for it (in this
+    transaction). A run that cannot get them stays queued and says why in ``error`` (what it waits for,
+    which runs hold it); runs behind it, of other pools or fitting elsewhere, go on. A run the Ray cluster
+    could never hold (even with its dead nodes back) is claimed to fail at once; one that waited
+    ``wait_deadline_s`` with no live run holding what it needs is claimed to fail naming why."""
+    pick = (
+        select(
+            Run.id, Run.attempt, Run.queue_order, Run.cluster_id, Run.provenance, Run.error, Run.waiting_since
+        )
+        .where(Run.status == QUEUED, Run.source == RunSource.scheduled.value, Run.cluster_id.in_(served))
+        .order_by(Run.queue_order, Run.id)
+        .limit(max(CANDIDATES, limit))
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        pick = pick.with_for_update(skip_locked=True, of=Run)
+    else:  # SQLite: take the single writer lock before reading, so the reads below stay true until commit
+        session.execute(update(Run).where(false()).values(id=Run.id))
+    candidates = session.execute(pick).all()
+    if not candidates:
+        return []
+    clusters = _rows_by_id(session, Cluster, {c.cluster_id for c in candidates})
+    alive = [n for n in nodes if n.alive]
+    known = [NodeInfo(n.node_id, n.address, True, n.resources, n.labels) for n in nodes]
+    addresses = {n.node_id: n.address for n in nodes}
+    holdings = devices.held(session, now)
+    taken: dict[tuple[str, str], set[int]] = {}
+    for h in holdings:
+        taken.setdefault((h.node_id, h.resource), set()).add(h.device_index)
+    picked: list[Claimed] = []
+    for cand in candidates:
+        if len(picked) >= limit:
+            break
+        try:
+            demand = demand_for(clusters[cand.cluster_id])
+        except ValueError:  # a bad cluster row: the spec builder names it when the run is executed
+            demand = None
+        wanted = device_resource(demand) if demand is not None else None
+        if demand is None or wanted is None:
+            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order))
+            continue
+        excluded = excluded_nodes(cand.provenance)
+        usable = [n for n in known if n.node_id not in excluded]
+        if unplaceable_reason(demand, usable):  # never: the watcher fails it, naming what is missing
+            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order))
+            continue
+        resource = wanted[0]
+        held_here = {node: got for (node, res), got in taken.items() if res == resource}
+        choice = choose_devices(demand, alive, held_here, list(excluded))
+        if choice.nodes and devices.take(
+            session,
+            owner=owner,
+            run_id=cand.id,
+            attempt=cand.attempt,
+            cluster_id=cand.cluster_id,
+            resource=resource,
+            nodes=choice.nodes,
+            addresses=addresses,
+            lease_s=lease_s,
+            now=now,
+        ):
+            for node_id, indices in choice.nodes:
+                taken.setdefault((node_id, resource), set()).update(indices)
+                holdings += [devices.Held(node_id, resource, i, cand.id, cand.attempt, True) for i in indices]
+            got = tuple((node_id, tuple(indices)) for node_id, indices in choice.nodes)
+            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order, got))
+            continue
+        short = choice.short or "another dispatcher took them first"
+        reason, live = _waiting_reason(demand, resource, nodes, holdings, short, excluded)
+        since = None if live else (cand.waiting_since or now)
+        if since is not None and wait_deadline_s > 0 and (now - since).total_seconds() > wait_deadline_s:
+            fail = (
+                f"waited {wait_deadline_s:g} s (ABLATE_WAIT_DEADLINE_S) with nothing progressing: "
+                f"{reason.removeprefix('waiting ')}"
+            )
+            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order, fail=fail))
+            continue
+        if reason != cand.error or since != cand.waiting_since:
+            session.execute(
+                update(Run)
+                .where(Run.id == cand.id, Run.status == QUEUED)
+                .values(error=reason, waiting_since=since)
+                .execution_options(synchronize_session=False)
+            )
+    if not picked:
+        return []
+    claimed = session.execute(
+        update(Run)
+        .where(Run.id.in_([c.run_id for c in picked]), Run.status == QUEUED)
+        .values(
+            status=RUNNING,
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            started_at=now,
+            finished_at=None,
+            current_step=None,
+            total_steps=None,
+            latest_throughput=None,
+            waiting_since=None,
+            updated_at=now,
+        )
+        .returning(Run.id)
+        .execution_options(synchronize_session=False)
+    ).scalars()
+    ok = set(claimed)
+    for lost in [c for c in picked if c.run_id not in ok and c.devices]:  # cancelled meanwhile
+        for node_id, _ in lost.devices:
+            devices.release(session, lost.run_id, lost.attempt, node_id)
+    return sorted((c for c in picked if c.run_id in ok), key=lambda c: (c.queue_order, c.run_id))
+
+
+def _waiting_reason(
+    demand: Any,
+    resource: str,
+    nodes: list[NodeInfo],
+    holdings: list[devices.Held],
+    short: str,
+    excluded: dict[str, str],
+) -> tuple[str, bool]:
+    """Why a run waits for devices, naming the runs that hold its pool, and whether any of them is live
+    (a live holder will end and free them: that is progress, so no deadline runs meanwhile)."""
+    from ablate.backend.domain.placement import node_in_pool
+
+    pool_nodes = {n.node_id for n in nodes if node_in_pool(n, demand) and n.node_id not in excluded}
+    down = sum(1 for n in nodes if n.node_id in pool_nodes and not n.alive)
+    mine = [h for h in holdings if h.node_id in pool_nodes and h.resource == resource]
+    live_runs = sorted({h.run_id for h in mine if h.live})
+    stopping = sorted({h.run_id for h in mine if not h.live} - set(live_runs))
+    pool = ",".join(demand.labels.values()) or demand.cluster_name or resource
+    text = f"waiting for {demand.nodes} node(s) of pool {pool} ({short})"
+    held_by = []
+    if live_runs:
+        held_by.append("held by run(s) " + ", ".join(map(str, live_runs)))
+    if stopping:
+        names = ", ".join(map(str, stopping))
+        held_by.append(f"held by stopped run(s) {names} until their processes are confirmed gone")
+    if down:
+        held_by.append(f"{down} pool node(s) not alive")
+    if held_by:
+        text += ": " + "; ".join(held_by)
+    return text, bool(live_runs)
 
 
 def _columns(obj: Any, exclude: tuple[str, ...] = ("id", "created_at")) -> dict[str, Any]:
@@ -298,7 +486,7 @@ def reap_expired(session: Session, *, max_attempts: int, now: datetime | None = 
             error="lease expired (dispatcher lost); queued again",
             updated_at=now,
         )
-        .returning(Run.id, Run.study_id)
+        .returning(Run.id, Run.study_id, Run.attempt)
         .execution_options(synchronize_session=False)
     ).all()
     failed = session.execute(
@@ -312,9 +500,11 @@ def reap_expired(session: Session, *, max_attempts: int, now: datetime | None = 
             finished_at=now,
             updated_at=now,
         )
-        .returning(Run.id, Run.study_id)
+        .returning(Run.id, Run.study_id, Run.attempt)
         .execution_options(synchronize_session=False)
     ).all()
+    # The lost attempts' devices wait for their processes to be confirmed gone (devices.Fence).
+    devices.expire(session, [(r.id, r.attempt - 1) for r in requeued] + [(r.id, r.attempt) for r in failed])
     studies = {r.study_id for r in [*requeued, *failed] if r.study_id is not None}
     return Reaped([r.id for r in requeued], [r.id for r in failed], studies)
 

@@ -1,69 +1,300 @@
-"""Which devices of a node a run may use: Ray's own GPU ids, or disjoint indices handed out per node.
+"""Device allocations: which run attempt holds which device of which node, as rows every dispatcher shares.
 
-Ray assigns GPU ids to a task that reserves ``num_gpus`` (and exports them as CUDA_VISIBLE_DEVICES), but
-for a custom resource such as ``PPU`` it only counts: two runs holding 8 of a node's 16 PPUs would both
-see every device. The :class:`DeviceAllocator` actor (one per dispatcher, like the progress board) hands
-each node task of a run disjoint indices on its node; Ray's accounting already guarantees there are
-enough, so the allocator only has to keep them apart. A node task releases its indices when it ends;
-the dispatcher releases a run's indices again when it stops the run (a force-killed task cannot).
+Ray assigns GPU ids per task but only counts a custom resource such as ``PPU``, and an actor that hands
+out indices forgets them when it restarts and is one per dispatcher. So the dispatcher that claims a run
+also takes its devices, in the claim's transaction: one ``device_allocations`` row per device, under a
+unique key (node, resource, index), so two dispatchers can never both take one device (the second insert
+fails and its run waits). The node tasks get their indices explicitly (see :mod:`.task`).
+
+A row's lease is renewed with its run's lease. It ends in one of two ways:
+
+* the node task returned (its processes ended with it): the row is deleted at once;
+* anything else (the task was killed, its worker or node died, the run was cancelled, its dispatcher
+  stopped renewing): the row is *expired* and stays until :class:`Fence` (run by every dispatcher)
+  has confirmed on the node that the attempt's processes are gone (see :mod:`.holders`), or, for a node
+  Ray reports dead, until ``ABLATE_DEVICE_RELEASE_GRACE_S`` past the expiry. An expired row is never
+  renewed: a hung dispatcher that wakes up cannot take its devices back.
+
+This module and :mod:`.claims` are the dispatcher's only SQL besides ingest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from ablate.backend.domain.placement import demand_for
+from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-Key = tuple[int, int, int]  # (run id, attempt, node rank)
+from ablate.backend.db.base import utcnow
+from ablate.backend.db.models import DeviceAllocation
 
+log = logging.getLogger(__name__)
 
-class DeviceAllocator:
-    """Ray actor: per node id, the device indices each (run, attempt, node) holds."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, dict[Key, list[int]]] = {}
-
-    def acquire(self, node_id: str, key: Key, count: int, total: int) -> list[int] | str:
-        """``count`` free indices below ``total`` on ``node_id`` (the same ones again for the same key),
-        or why there are none."""
-        held = self._held.setdefault(node_id, {})
-        key = (int(key[0]), int(key[1]), int(key[2]))
-        if key in held:
-            return held[key]
-        used = {i for indices in held.values() for i in indices}
-        free = [i for i in range(total) if i not in used]
-        if len(free) < count:
-            return f"{count} device(s) wanted, {len(free)} of {total} free on node {node_id}"
-        held[key] = free[:count]
-        return held[key]
-
-    def release(self, run_id: int, attempt: int, node_rank: int | None = None) -> None:
-        """Free what an attempt of a run holds (on one node rank, or on all of them)."""
-        for held in self._held.values():
-            for key in [k for k in held if k[:2] == (run_id, attempt) and node_rank in (None, k[2])]:
-                del held[key]
-
-    def holding(self) -> dict[str, dict[str, list[int]]]:
-        """What is held, for tests and debugging: node id -> "run/attempt/node" -> indices."""
-        return {n: {"/".join(map(str, k)): v for k, v in h.items()} for n, h in self._held.items() if h}
+Attempt = tuple[int, int]  # (run id, attempt)
 
 
-def node_devices(cluster: dict[str, Any], key: Key, allocator: Any) -> list[str] | None:
-    """The device indices this node task may use (called inside the Ray task); None on a CPU cluster.
-    Raises RuntimeError when the node has no free device to give."""
-    import ray
+@dataclass(frozen=True)
+class Held:
+    node_id: str
+    resource: str
+    device_index: int
+    run_id: int
+    attempt: int
+    live: bool  # its lease runs (a dispatcher renews it); else it waits to be confirmed free
 
-    demand = demand_for(cluster)
-    if demand.gpus:
-        return [str(i) for i in ray.get_gpu_ids()]
-    if not demand.custom or allocator is None:
-        return None
-    resource, amount = next(iter(demand.custom.items()))
-    node_id = ray.get_runtime_context().get_node_id()
-    total = next(
-        (n.get("Resources", {}).get(resource, 0.0) for n in ray.nodes() if n.get("NodeID") == node_id), 0.0
+
+def held(session: Session, now: datetime | None = None) -> list[Held]:
+    """Every device held now (the table is as small as the fleet)."""
+    now = now or utcnow()
+    rows = session.execute(
+        select(
+            DeviceAllocation.node_id,
+            DeviceAllocation.resource,
+            DeviceAllocation.device_index,
+            DeviceAllocation.run_id,
+            DeviceAllocation.attempt,
+            DeviceAllocation.lease_expires_at,
+        )
+    ).all()
+    return [
+        Held(r.node_id, r.resource, r.device_index, r.run_id, r.attempt, r.lease_expires_at >= now)
+        for r in rows
+    ]
+
+
+def take(
+    session: Session,
+    *,
+    owner: str,
+    run_id: int,
+    attempt: int,
+    cluster_id: int | None,
+    resource: str,
+    nodes: Sequence[tuple[str, Sequence[int]]],
+    addresses: dict[str, str],
+    lease_s: float,
+    now: datetime | None = None,
+) -> bool:
+    """Take these devices for the attempt (node rank = position in ``nodes``); False, taking nothing,
+    when another dispatcher took one of them first (the unique key)."""
+    now = now or utcnow()
+    expires = now + timedelta(seconds=lease_s)
+    try:
+        with session.begin_nested():
+            session.add_all(
+                DeviceAllocation(
+                    node_id=node_id,
+                    node_address=addresses.get(node_id, ""),
+                    resource=resource,
+                    device_index=int(index),
+                    cluster_id=cluster_id,
+                    run_id=run_id,
+                    attempt=attempt,
+                    node_rank=rank,
+                    owner=owner,
+                    lease_expires_at=expires,
+                    created_at=now,
+                )
+                for rank, (node_id, indices) in enumerate(nodes)
+                for index in indices
+            )
+            session.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+def renew(
+    session: Session, owner: str, attempts: Iterable[Attempt], *, lease_s: float, now: datetime | None = None
+) -> None:
+    """Extend the leases of the devices of these attempts of ``owner``'s; never an expired one."""
+    keys = list(attempts)
+    if not keys:
+        return
+    now = now or utcnow()
+    session.execute(
+        update(DeviceAllocation)
+        .where(
+            DeviceAllocation.owner == owner,
+            DeviceAllocation.lease_expires_at >= now,
+            tuple_(DeviceAllocation.run_id, DeviceAllocation.attempt).in_(keys),
+        )
+        .values(lease_expires_at=now + timedelta(seconds=lease_s))
+        .execution_options(synchronize_session=False)
     )
-    got = ray.get(allocator.acquire.remote(node_id, key, int(amount), int(total)))
-    if isinstance(got, str):
-        raise RuntimeError(f"no free {resource} device: {got}")
-    return [str(i) for i in got]
+
+
+def release(session: Session, run_id: int, attempt: int, node_id: str) -> None:
+    """The attempt's node task on ``node_id`` returned: its processes are gone, its devices free."""
+    session.execute(
+        delete(DeviceAllocation).where(
+            DeviceAllocation.run_id == run_id,
+            DeviceAllocation.attempt == attempt,
+            DeviceAllocation.node_id == node_id,
+        )
+    )
+
+
+def expire(session: Session, attempts: Iterable[Attempt], node_id: str | None = None) -> None:
+    """The attempt was stopped or lost: its devices wait for the fence (see :class:`Fence`)."""
+    keys = list(attempts)
+    if not keys:
+        return
+    now = utcnow() - timedelta(microseconds=1)
+    cond = [
+        tuple_(DeviceAllocation.run_id, DeviceAllocation.attempt).in_(keys),
+        DeviceAllocation.lease_expires_at > now,
+    ]
+    if node_id is not None:
+        cond.append(DeviceAllocation.node_id == node_id)
+    session.execute(
+        update(DeviceAllocation)
+        .where(*cond)
+        .values(lease_expires_at=now)
+        .execution_options(synchronize_session=False)
+    )
+
+
+Claim = tuple[str, int, int, str]  # (node id, run id, attempt, owner): one claim's devices on one node
+
+
+def holder_id(run_id: int, attempt: int, owner: str) -> str:
+    """What names one claim of a run's devices on the nodes (see :mod:`.holders`): the attempt and a
+    tag of the claiming dispatcher (a run given back by a stopping dispatcher keeps its attempt)."""
+    return f"{run_id}.{attempt}.{hashlib.sha1(owner.encode()).hexdigest()[:10]}"
+
+
+def expired(session: Session, now: datetime | None = None) -> list[tuple[str, int, int, str, datetime]]:
+    """``(node id, run id, attempt, owner, expired at)`` of every expired holding, one per node and claim."""
+    now = now or utcnow()
+    rows = session.execute(
+        select(DeviceAllocation.node_id, DeviceAllocation.run_id, DeviceAllocation.attempt)
+        .add_columns(DeviceAllocation.owner, DeviceAllocation.lease_expires_at)
+        .where(DeviceAllocation.lease_expires_at < now)
+    ).all()
+    out: dict[Claim, datetime] = {}
+    for r in rows:
+        key = (r.node_id, r.run_id, r.attempt, r.owner)
+        out[key] = min(out.get(key, r.lease_expires_at), r.lease_expires_at)
+    return [(*k, at) for k, at in sorted(out.items())]
+
+
+def release_fenced(session: Session, node_id: str, run_id: int, attempt: int, owner: str) -> int:
+    """Free what the attempt held on the node once its processes there are confirmed gone (only rows
+    still expired: nothing live is ever freed). Returns how many devices."""
+    res = session.execute(
+        delete(DeviceAllocation).where(
+            DeviceAllocation.node_id == node_id,
+            DeviceAllocation.run_id == run_id,
+            DeviceAllocation.attempt == attempt,
+            DeviceAllocation.owner == owner,
+            DeviceAllocation.lease_expires_at < utcnow(),
+        )
+    )
+    return int(res.rowcount)  # type: ignore[attr-defined]  # a DELETE's result is a CursorResult
+
+
+def on_nodes(session: Session) -> dict[str, list[dict[str, Any]]]:
+    """For the clusters page: node id -> the devices held there (resource, index, run, attempt, live)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for h in sorted(held(session), key=lambda h: (h.node_id, h.resource, h.device_index)):
+        out.setdefault(h.node_id, []).append(
+            {
+                "resource": h.resource,
+                "index": h.device_index,
+                "run_id": h.run_id,
+                "attempt": h.attempt,
+                "live": h.live,
+            }
+        )
+    return out
+
+
+class Fence:
+    """Frees expired holdings once the node confirms the attempt's processes are gone (a
+    :func:`~ablate.workers.dispatch.holders.stop_and_confirm` task per node and attempt, in flight across
+    ticks); on a node Ray reports dead, after the grace. Holdings on nodes of another Ray cluster are
+    left to that cluster's dispatchers."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self._probes: dict[Claim, Any] = {}
+        self._remote: Any = None
+
+    @property
+    def busy(self) -> bool:
+        """A probe is in flight (its answer is looked at on the next step)."""
+        return bool(self._probes)
+
+    def step(self, session: Session, nodes: dict[str, bool]) -> list[Claim]:
+        """One pass (``nodes``: Ray node id -> alive); returns what it freed."""
+        import ray
+
+        freed: list[Claim] = []
+        now = utcnow()
+        wanted = expired(session, now)
+        for node_id, run_id, attempt, owner, at in wanted:
+            key = (node_id, run_id, attempt, owner)
+            if node_id not in nodes:
+                continue
+            if not nodes[node_id]:
+                if (now - at).total_seconds() >= self.grace_s:
+                    release_fenced(session, *key)
+                    freed.append(key)
+                continue
+            ref = self._probes.get(key)
+            if ref is None:
+                _remove_placement_group(run_id, attempt, owner)
+                self._probes[key] = self._probe(node_id, holder_id(run_id, attempt, owner))
+                continue
+            if not ray.wait([ref], timeout=0)[0]:
+                continue
+            del self._probes[key]
+            try:
+                left = int(ray.get(ref))
+            except Exception as exc:  # the node went, or the probe could not run: try again later
+                log.info("device fence of run %s on node %s: %s", run_id, node_id, exc)
+                continue
+            if left == 0:
+                release_fenced(session, *key)
+                freed.append(key)
+            else:
+                log.warning("run %s attempt %s: %s process(es) left on %s", run_id, attempt, left, node_id)
+        for key in set(self._probes) - {(n, r, a, o) for n, r, a, o, _ in wanted}:
+            del self._probes[key]
+        return freed
+
+    def _probe(self, node_id: str, holder: str) -> Any:
+        import ray
+
+        from ablate.workers.dispatch.holders import stop_and_confirm
+
+        if self._remote is None:
+            self._remote = ray.remote(num_cpus=0, max_retries=0)(stop_and_confirm)
+        return self._remote.options(label_selector={NODE_ID_LABEL: node_id}).remote(node_id, holder)
+
+
+NODE_ID_LABEL = "ray.io/node-id"  # Ray gives every node this label
+
+
+def placement_group_name(run_id: int, attempt: int, owner: str) -> str:
+    """The name of a claim's placement group (unique per claim: a lost attempt's group may still exist
+    when the next one is placed)."""
+    return f"ablate-run-{holder_id(run_id, attempt, owner)}"
+
+
+def _remove_placement_group(run_id: int, attempt: int, owner: str) -> None:
+    """A lost attempt's placement group still reserves its nodes while the dispatcher that made it
+    lives on (hung): remove it, by name (every dispatcher uses the same Ray namespace)."""
+    from ray.util.placement_group import get_placement_group, remove_placement_group
+
+    try:
+        remove_placement_group(get_placement_group(placement_group_name(run_id, attempt, owner)))
+    except Exception as exc:  # none (a run of one CPU node, or removed already)
+        log.debug("placement group of run %s attempt %s: %s", run_id, attempt, exc)

@@ -40,7 +40,7 @@ from ablate.backend.db.models import Run
 from ablate.backend.domain.placement import NodeInfo
 from ablate.backend.domain.runner import Runner
 from ablate.backend.services.studies import refresh_study_statuses
-from ablate.workers.dispatch import claims
+from ablate.workers.dispatch import claims, devices
 from ablate.workers.dispatch.execution import Execution
 from ablate.workers.dispatch.record import Recorder
 from ablate.workers.dispatch.spec import build_execution_spec
@@ -70,11 +70,13 @@ class Dispatcher:
         self.database = database
         self.owner = owner or dispatcher_id()
         self.cluster_names = cluster_names
-        self.submitter = Submitter(runners, preflight=settings.preflight)
+        self.submitter = Submitter(runners, preflight=settings.preflight, owner=self.owner)
         self.watcher = Watcher(self.submitter, placement_timeout_s=settings.placement_timeout_s)
         self.recorder = Recorder(settings, self.owner)
+        self.fence = devices.Fence(settings.device_release_grace_s)
         self._next_tick = 0.0
         self._next_reap = 0.0
+        self._fence_due = False  # this dispatcher expired devices: fence on the next tick, not a reap later
         self._ray_address = ""
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -135,6 +137,7 @@ class Dispatcher:
             return
         run_ids = self.watcher.kill_all()
         with self.database.transaction() as session:
+            self._hand_back_devices(session)
             self.recorder.give_back(session, run_ids)
         self.watcher.clear()
 
@@ -178,9 +181,16 @@ class Dispatcher:
                 held = claims.renew_leases(
                     session, self.owner, list(self.executions), lease_s=self.settings.lease_s
                 )
+                devices.renew(
+                    session,
+                    self.owner,
+                    [(r, self.executions[r].attempt) for r in held if self.executions[r].devices],
+                    lease_s=self.settings.lease_s,
+                )
                 for run_id, (step, total, tput) in progress.items():
                     if run_id in held:
                         claims.write_progress(session, self.owner, run_id, step, total, tput)
+            fence = self._fence_due or self.fence.busy
             if now >= self._next_reap:
                 self._next_reap = now + max(0.5, self.settings.lease_s / 3)
                 self._announce(session)
@@ -188,6 +198,13 @@ class Dispatcher:
                 refresh_study_statuses(session, reaped.study_ids)
                 if reaped.requeued or reaped.failed:
                     log.warning("expired leases: requeued %s, failed %s", reaped.requeued, reaped.failed)
+                fence = True
+            if fence:  # every tick while this dispatcher stopped something or waits on a probe
+                self._fence_due = False
+                # devices of stopped or lost attempts: free once their processes are confirmed gone
+                nodes = {n.node_id: n.alive for n in self.submitter.all_nodes()}
+                for node_id, run_id, attempt, _ in self.fence.step(session, nodes):
+                    log.info("run %s attempt %s: devices on node %s confirmed free", run_id, attempt, node_id)
         for run_id in [r for r in self.executions if r not in held]:
             log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)
             self.watcher.stop(run_id)
@@ -204,11 +221,13 @@ class Dispatcher:
         """One transaction: record the finished runs, then claim as many queued runs as there are free
         slots; submit those to Ray once it committed. Returns (recorded, claimed)."""
         outcomes = self.watcher.take_finished()
+        released = self.watcher.take_released()
         free = self.settings.max_concurrent_runs - len(self.executions)
-        if not outcomes and free <= 0:
+        if not outcomes and not released and free <= 0:
             return 0, 0
         try:
             with self.database.transaction() as session:
+                self._hand_back_devices(session, released)  # first: the claim below may reuse them
                 studies = self.recorder.record(session, outcomes) if outcomes else set()
                 claimed, claimed_studies = self._claim(session, free) if free > 0 else ([], set())
                 # Once for both: a study is "running" from its first claimed run, and finished with
@@ -216,6 +235,7 @@ class Dispatcher:
                 refresh_study_statuses(session, studies | claimed_studies)
         except BaseException:
             self.watcher.put_back(outcomes)  # not recorded: try again next iteration
+            self.watcher.released = released + self.watcher.released
             raise
         for ex in claimed:
             self.watcher.add(ex)
@@ -230,16 +250,34 @@ class Dispatcher:
             gcs_address=self._ray_address,
             joined=self.settings.ray_address,
             cluster_names=self.cluster_names,
+            nodes=self.submitter.all_nodes(),
+            wait_deadline_s=self.settings.wait_deadline_s,
         )
         rows, studies = claims.load_claimed(session, got)
         now = time.monotonic()
+        by_id = {c.run_id: c for c in got}
         started = [
             Execution.start(
                 build_execution_spec(r, self.settings, self.owner),
                 now,
                 excluded=r.excluded_nodes,
                 placement_timeout_s=self.settings.placement_timeout_s,
+                devices=by_id[r.run_id].devices,
+                fail_now=by_id[r.run_id].fail,
             )
             for r in rows
         ]
         return started, studies
+
+    def _hand_back_devices(
+        self, session: Session, released: list[tuple[int, int, str, bool]] | None = None
+    ) -> None:
+        """Free the devices of node tasks that returned; those of killed or lost ones wait for the fence."""
+        if released is None:
+            released = self.watcher.take_released()
+        for run_id, attempt, node_id, returned in released:
+            if returned:
+                devices.release(session, run_id, attempt, node_id)
+            else:
+                devices.expire(session, [(run_id, attempt)], node_id)
+                self._fence_due = True

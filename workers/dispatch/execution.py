@@ -6,6 +6,7 @@ into an outcome, and the recorder writes the outcome in the next recording trans
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,7 +57,11 @@ class Execution:
     node_results: dict[int, dict[str, Any]] = field(default_factory=dict)  # by node index
     # Ray nodes this run must not use (a node that died or failed preflight in an earlier attempt)
     excluded: dict[str, str] = field(default_factory=dict)
-    placement_deadline: float | None = None  # time.monotonic() by which its placement group is placed
+    placement_deadline: float | None = None  # time.monotonic() by which Ray has placed (or started) it
+    # the devices the claim took: per node rank, (Ray node id, device indices); empty for a CPU run
+    devices: list[tuple[str, list[int]]] = field(default_factory=list)
+    fail_now: str = ""  # the claim says: fail it at once with this reason (waited past the deadline)
+    released: set[str] = field(default_factory=set)  # nodes whose devices were handed back already
 
     @classmethod
     def start(
@@ -66,6 +71,8 @@ class Execution:
         *,
         excluded: dict[str, str] | None = None,
         placement_timeout_s: float = 0.0,
+        devices: Sequence[tuple[str, Sequence[int]]] = (),
+        fail_now: str = "",
     ) -> Execution:
         """An execution claimed at ``now`` (``time.monotonic()``)."""
         return cls(
@@ -73,7 +80,15 @@ class Execution:
             deadline=now + plan.timeout_s + TIMEOUT_GRACE_S,
             excluded=dict(excluded or {}),
             placement_deadline=now + placement_timeout_s if placement_timeout_s > 0 else None,
+            devices=[(node, list(indices)) for node, indices in devices],
+            fail_now=fail_now,
         )
+
+    def device_ids(self, index: int) -> list[str] | None:
+        """The device indices node ``index`` of this run uses (None: none were allocated)."""
+        if index >= len(self.devices):
+            return None
+        return [str(i) for i in self.devices[index][1]]
 
     def exclude(self, node_id: str, reason: str) -> None:
         """Keep the next attempts of this run off ``node_id``."""

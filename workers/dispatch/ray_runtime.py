@@ -44,9 +44,14 @@ def ensure_ray(settings: Settings) -> str:
 
 
 def alive_nodes() -> list[NodeInfo]:
+    return [n for n in all_nodes() if n.alive]
+
+
+def all_nodes() -> list[NodeInfo]:
+    """Every node Ray knows, the dead ones too (a pool node briefly gone is worth waiting for)."""
     import ray
 
-    return [NodeInfo.from_ray(n) for n in ray.nodes() if n.get("Alive")]
+    return [NodeInfo.from_ray(n) for n in ray.nodes()]
 
 
 def remote_node_task() -> Any:
@@ -87,11 +92,3 @@ def start_board() -> tuple[Any, str]:
 
     name = f"ablate-progress-{uuid.uuid4().hex[:12]}"
     return _actor_on_this_node(ProgressBoard, name), name
-
-
-def start_device_allocator() -> Any:
-    """The dispatcher's :class:`~ablate.workers.dispatch.devices.DeviceAllocator` (restarted if it
-    dies: the runs then in flight keep their devices, new ones may share until those end)."""
-    from ablate.workers.dispatch.devices import DeviceAllocator
-
-    return _actor_on_this_node(DeviceAllocator)

@@ -1,10 +1,12 @@
 """Submitting executions to Ray: node tasks, placement groups, the rendezvous, and stopping them.
 
-A single-node run is one node task. A multi-node run first gets a placement group (one bundle per
-node, ``STRICT_SPREAD``, the pool's label selector on every bundle); once it is placed a tiny task on
-bundle 0 picks MASTER_ADDR/MASTER_PORT, and then one node task per bundle runs that node's ranks. The
-submitter only starts these steps, adds their references to the execution's ``waiting`` and returns
-them; the watcher waits on them and decides when the next step is due.
+A single-node CPU run is one node task; until it says it started (through the progress board) its
+placement deadline runs. A run on devices, or of several nodes, first gets a placement group (one bundle
+per node, ``STRICT_SPREAD``, the pool's label selector on every bundle and, for a run on devices, the
+node whose devices the claim took); once it is placed a run of one node starts on it, and a multi-node
+run's tiny task on bundle 0 picks MASTER_ADDR/MASTER_PORT, and then one node task per bundle runs that
+node's ranks. The submitter only starts these steps, adds their references to the execution's
+``waiting`` and returns them; the watcher waits on them and decides when the next step is due.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeInfo, unplaceable_reason
 from ablate.backend.domain.runner import Runner
-from ablate.workers.dispatch import ray_runtime
+from ablate.workers.dispatch import devices, ray_runtime
 from ablate.workers.dispatch.execution import Execution
 from ablate.workers.dispatch.spec import single_node_specs
 
@@ -30,13 +32,17 @@ class Submitter:
     """The dispatcher's Ray handles (node task, rendezvous task, progress board, runner factories)."""
 
     def __init__(
-        self, runners: Mapping[str, Callable[[], Runner]] | None = None, *, preflight: str = "lenient"
+        self,
+        runners: Mapping[str, Callable[[], Runner]] | None = None,
+        *,
+        preflight: str = "lenient",
+        owner: str = "",
     ) -> None:
         self.runners = dict(runners or {})
         self.preflight = preflight  # ABLATE_PREFLIGHT, handed to every node task
+        self.owner = owner  # the dispatcher's id: names its claims of devices on the nodes
         self.board: Any = None
         self.board_name = ""  # node tasks look the board up by name (a handle per task costs more)
-        self.devices: Any = None  # the DeviceAllocator actor
         self._node_task: Any = None
         self._rendezvous: Any = None
         self._factory_refs: dict[str, Any] = {}
@@ -52,13 +58,16 @@ class Submitter:
         self._node_task = ray_runtime.remote_node_task()
         self._rendezvous = ray_runtime.remote_rendezvous()
         self.board, self.board_name = ray_runtime.start_board()
-        self.devices = ray_runtime.start_device_allocator()
         return address
 
     def alive_nodes(self) -> list[NodeInfo]:
+        return [n for n in self.all_nodes() if n.alive]
+
+    def all_nodes(self) -> list[NodeInfo]:
+        """Every node Ray knows (alive or dead), read at most every NODES_CACHE_S."""
         at, nodes = self._nodes
         if time.monotonic() - at > NODES_CACHE_S:
-            nodes = ray_runtime.alive_nodes()
+            nodes = ray_runtime.all_nodes()
             self._nodes = (time.monotonic(), nodes)
         return nodes
 
@@ -85,18 +94,26 @@ class Submitter:
 
     def start(self, ex: Execution) -> list[Any]:
         """Submit the first step of ``ex``; returns the new references to wait on."""
-        if ex.demand.nodes == 1:
-            return self.launch_nodes(ex, single_node_specs(ex.spec))
+        if ex.demand.nodes == 1 and not ex.devices:
+            refs = self.launch_nodes(ex, single_node_specs(ex.spec))
+            ex.phase = "starting"  # until the node task says it started (the placement deadline runs)
+            return refs
         from ray.util.placement_group import placement_group
 
         ex.pg = placement_group(
             ex.demand.bundles(),
             strategy="STRICT_SPREAD",
-            name=f"ablate-run-{ex.run_id}",
+            name=devices.placement_group_name(ex.run_id, ex.attempt, self.owner),
             bundle_label_selector=_bundle_selectors(ex),
         )
         ex.phase = "placing"
         return [ex.wait_on(ex.pg.ready())]
+
+    def placed(self, ex: Execution) -> list[Any]:
+        """The placement group is ready: a run of one node starts there; several first meet on node 0."""
+        if ex.demand.nodes == 1:
+            return self.launch_nodes(ex, single_node_specs(ex.spec))
+        return [self.rendezvous(ex)]
 
     def rendezvous(self, ex: Execution) -> Any:
         """The placement group is ready: ask node 0 for MASTER_ADDR/MASTER_PORT."""
@@ -110,14 +127,13 @@ class Submitter:
         """One node task per entry of ``per_node`` (that node's rank specs); returns their references."""
         ex.phase = "running"
         factory = self._factory_ref(ex.spec.runner_name)
-        # Only runs on a custom device resource (PPU) take devices from the allocator; an actor handle
-        # in every other run's arguments, and its release call, would be pure overhead.
-        allocator = self.devices if ex.demand.custom else None
         checks = {**ex.plan.checks, "preflight": self.preflight}
+        if ex.devices:
+            checks["holder"] = devices.holder_id(ex.run_id, ex.attempt, self.owner)
         refs = []
         for index, specs in enumerate(per_node):
             ref = self._node_task.options(**self._node_options(ex, index)).remote(
-                specs, checks, self.board_name or None, factory, allocator
+                specs, checks, self.board_name or None, factory, ex.device_ids(index)
             )
             ex.node_refs.append(ref)
             refs.append(ex.wait_on(ref))
@@ -127,7 +143,9 @@ class Submitter:
         opts: dict[str, Any] = {"name": f"ablate-run-{ex.run_id}-node{index}"}
         if ex.pg is None:
             opts.update(ex.demand.task_options())
-            if ex.excluded:
+            if ex.devices:  # on the node whose devices the claim took
+                opts["label_selector"] = {**opts.get("label_selector", {}), NODE_ID_LABEL: ex.devices[0][0]}
+            elif ex.excluded:
                 opts["label_selector"] = {**opts.get("label_selector", {}), **_avoid(ex)}
         else:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -169,8 +187,6 @@ class Submitter:
                 ray.cancel(ref, force=True)
             except Exception as exc:  # finished already, or the worker is gone
                 log.debug("cancel of run %s node task: %s", ex.run_id, exc)
-        if self.devices is not None and ex.node_refs and ex.demand.custom:
-            self.devices.release.remote(ex.run_id, ex.attempt)  # what a killed node task kept
         if ex.pg is not None:
             from ray.util.placement_group import remove_placement_group
 
@@ -190,7 +206,10 @@ def _avoid(ex: Execution) -> dict[str, str]:
 
 
 def _bundle_selectors(ex: Execution) -> list[dict[str, str]] | None:
-    """Every bundle's label selector: the pool's labels and, after a lost or failed node, not that node."""
+    """Every bundle's label selector: the pool's labels and the node whose devices the claim took for
+    it; without devices (CPU), after a lost or failed node, not that node."""
+    if ex.devices:
+        return [{**ex.demand.labels, NODE_ID_LABEL: node} for node, _ in ex.devices]
     if not ex.excluded:
         return ex.demand.bundle_label_selector()
     return [{**ex.demand.labels, **_avoid(ex)} for _ in range(ex.demand.nodes)]

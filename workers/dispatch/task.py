@@ -11,6 +11,7 @@ sit in a collective until the timeout. It returns the node's facts and log files
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 import tarfile
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -35,10 +37,11 @@ from ablate.backend.domain.runner import (
 )
 from ablate.workers import containers, preflight
 from ablate.workers.containers.manifest import read_image
-from ablate.workers.dispatch import devices, logs, reaper
+from ablate.workers.dispatch import holders, logs, reaper
 from ablate.workers.dispatch.image_check import check_image_devices
 
 PROGRESS_INTERVAL_S = 1.0
+STARTED_AFTER_S = 0.5  # a node task says it started (ending its placement wait) after this long
 
 
 def _now() -> str:
@@ -178,10 +181,14 @@ def _prepare_container(lead: RunSpec) -> tuple[dict[str, str], dict[str, Any] | 
     return facts.provenance(), contents
 
 
-def _place_on_node(rank_specs: list[RunSpec], checks: dict[str, Any], allocator: Any) -> dict[str, str]:
-    """Fill in what only the node knows: a free MASTER_PORT for a run of one node (port 0) and the
-    devices this run may use, exported in the cluster's visible-devices variable. Returns the node's
-    facts for the provenance (host, Ray node id, node rank, visible devices)."""
+def _place_on_node(
+    rank_specs: list[RunSpec], checks: dict[str, Any], device_ids: list[str] | None
+) -> tuple[dict[str, str], Path | None]:
+    """Fill in what only the node knows: a free MASTER_PORT for a run of one node (port 0), and the
+    devices the dispatcher took for this run on this node, exported in the cluster's visible-devices
+    variable; say (see :mod:`.holders`) that this process and the run's processes hold them. Returns the
+    node's facts for the provenance (host, Ray node id, node rank, visible devices) and the holder file.
+    Raises :class:`~ablate.workers.dispatch.holders.Fenced` when the devices were taken back already."""
     lead = rank_specs[0]
     facts = {"host": socket.gethostname(), "node_rank": str(lead.node_rank)}
     if lead.master_port == 0:
@@ -190,18 +197,24 @@ def _place_on_node(rank_specs: list[RunSpec], checks: dict[str, Any], allocator:
     import ray
 
     if not ray.is_initialized():  # run in-process (tests, tools): no node to share
-        return facts
+        return facts, None
 
-    facts["node_id"] = ray.get_runtime_context().get_node_id()
+    node_id = ray.get_runtime_context().get_node_id()
+    facts["node_id"] = node_id
+    attempt = int(checks.get("attempt", 1))
+    holder = str(checks.get("holder") or f"{lead.run_id}.{attempt}")
+    held = holders.register(node_id, holder, lead.node_rank) if device_ids is not None else None
     name = visible_devices_env(lead.cluster)
-    key = (lead.run_id, int(checks.get("attempt", 1)), lead.node_rank)
-    ids = devices.node_devices(lead.cluster, key, allocator) if name else None
-    if name and ids is not None:
-        value = ",".join(ids)
-        for s in rank_specs:
-            s.env = {**s.env, name: value}
+    ids = device_ids
+    if ids is None and name:  # a GPU run without an allocation (none was taken): Ray's ids
+        ids = [str(i) for i in ray.get_gpu_ids()] or None
+    marker = {holders.HOLDER_ENV: holder} if held is not None else {}
+    value = ",".join(ids) if name and ids is not None else None
+    for s in rank_specs:
+        s.env = {**s.env, **marker, **({name: value} if name and value is not None else {})}
+    if name and value is not None:
         facts["visible_devices"] = f"{name}={value}"
-    return facts
+    return facts, held
 
 
 def run_node(
@@ -209,12 +222,15 @@ def run_node(
     checks: dict[str, Any],
     board: Any = None,
     runner_factory: Callable[[], Runner] | None = None,
-    allocator: Any = None,
+    device_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     """The body of a node task. Never raises for run failures: returns a RunResult dict with times,
     this node's facts and its log files (see :func:`ablate.workers.dispatch.logs.collect`).
-    ``board``: the progress board or its actor name; ``allocator``: the device allocator, given only
-    to runs on a custom device resource."""
+    ``board``: the progress board or its actor name; ``device_ids``: the device indices the dispatcher
+    took for this run on this node (None for a CPU run)."""
+    # Said only once the task has run a moment: a task that ends sooner is seen ending, and most runs
+    # then cost the board nothing (a lookup and a call per run was measurable on small runs).
+    notice = _say_started_later(board, specs, checks)
     reaper.active()
     started = _now()
     host = socket.gethostname()
@@ -225,10 +241,11 @@ def run_node(
     last_progress: list[Any] = []
     preflight_failed = False
     image_contents: dict[str, Any] | None = None
+    held: Path | None = None
     try:
         try:
-            node = _place_on_node(rank_specs, checks, allocator)
-        except RuntimeError as exc:  # no device to give: the infrastructure's failure, not the benchmark's
+            node, held = _place_on_node(rank_specs, checks, device_ids)
+        except holders.Fenced as exc:  # its dispatcher lost it: the infrastructure's doing
             raise _NotPlaced(str(exc)) from exc
         lead = rank_specs[0]
         if lead.container:
@@ -242,6 +259,7 @@ def run_node(
             cuda_version=checks.get("cuda_version"),
             min_free_fraction=float(checks.get("min_free_fraction", preflight.DEFAULT_MIN_FREE_FRACTION)),
             mode=str(checks.get("preflight", "lenient")),
+            visible=device_ids,  # the run's own devices (Ray sets nothing for a custom resource)
         )
         facts.update(report.facts)
         if report.ok and lead.container:
@@ -271,19 +289,27 @@ def run_node(
             str(exc), "infrastructure" if node_fault else "benchmark", environment=lead.env
         )
     except Exception as exc:  # a runner must not raise; if one does, say so instead of crashing
-        result = RunResult.failed(
-            f"runner raised {type(exc).__name__}: {exc}",
-            "benchmark",
-            log_tail=traceback.format_exc()[-4000:],
-            environment=lead.env,
-        )
+        if _is_ray_error(exc):  # an actor or node of Ray went away: infrastructure, retried
+            result = RunResult.failed(
+                f"Ray failed under the run: {type(exc).__name__}: {exc}",
+                "infrastructure",
+                environment=lead.env,
+            )
+        else:
+            result = RunResult.failed(
+                f"runner raised {type(exc).__name__}: {exc}",
+                "benchmark",
+                log_tail=traceback.format_exc()[-4000:],
+                environment=lead.env,
+            )
     finally:
+        _never_mind(notice)
         reaper.idle()
-        if allocator is not None:
-            allocator.release.remote(lead.run_id, int(checks.get("attempt", 1)), lead.node_rank)
+        holders.unregister(held)
     result.provenance = {**facts, **result.provenance}
     if not result.environment:
         result.environment = dict(lead.env)
+    result.environment.pop(holders.HOLDER_ENV, None)  # ours, not the run's
     return {
         "result": result.to_dict(),
         "started_at": started,
@@ -296,6 +322,59 @@ def run_node(
         "logs": logs.collect(lead),
         "image_contents": image_contents,
     }
+
+
+def _is_ray_error(exc: BaseException) -> bool:
+    try:
+        from ray import exceptions as rx
+    except ImportError:
+        return False
+    return isinstance(exc, rx.RayError)
+
+
+_later: dict[int, tuple[float, Any, list[dict[str, Any]], dict[str, Any]]] = {}  # notices not yet due
+_later_lock = threading.Lock()
+_later_thread: list[threading.Thread] = []
+_later_keys = itertools.count()
+
+
+def _say_started_later(board: Any, specs: list[dict[str, Any]], checks: dict[str, Any]) -> int:
+    """:func:`_say_started` after STARTED_AFTER_S unless :func:`_never_mind` comes first. One thread per
+    worker process sends what is due (a timer thread per task slowed small runs measurably)."""
+    key = next(_later_keys)
+    if board is None:
+        return key
+    with _later_lock:
+        _later[key] = (time.monotonic() + STARTED_AFTER_S, board, specs, checks)
+        if not _later_thread or not _later_thread[0].is_alive():
+            _later_thread[:] = [threading.Thread(target=_send_due, name="ablate-started", daemon=True)]
+            _later_thread[0].start()
+    return key
+
+
+def _never_mind(key: int) -> None:
+    with _later_lock:
+        _later.pop(key, None)
+
+
+def _send_due() -> None:
+    while True:
+        time.sleep(STARTED_AFTER_S / 5)
+        now = time.monotonic()
+        with _later_lock:
+            due = [_later.pop(k) for k in [k for k, v in _later.items() if v[0] <= now]]
+        for _, board, specs, checks in due:
+            _say_started(board, specs, checks)
+
+
+def _say_started(board: Any, specs: list[dict[str, Any]], checks: dict[str, Any]) -> None:
+    """Tell the dispatcher (through the board) that Ray started this node task: its placement wait ends."""
+    if board is None or not specs:
+        return
+    try:
+        _board(board).started.remote(int(specs[0]["run_id"]), int(checks.get("attempt", 1)))
+    except Exception:  # best effort, like progress
+        return
 
 
 def _ray_node_id() -> str | None:

@@ -34,6 +34,9 @@ class Watcher:
         self.placement_timeout_s = placement_timeout_s  # only for the message; deadlines are per run
         self.executions: dict[int, Execution] = {}
         self.finished: list[Outcome] = []  # not recorded yet
+        # devices to hand back: (run id, attempt, node id, whether its node task returned); a node task
+        # that returned took its processes with it, any other end waits for the fence (devices.py)
+        self.released: list[tuple[int, int, str, bool]] = []
         self._ref_owner: dict[Any, int] = {}
         self._progress_ref: Any = None
 
@@ -43,6 +46,9 @@ class Watcher:
         """Watch a claimed execution from now on: submit it to Ray, or fail it at once (not retried:
         more attempts cannot create a missing resource) when the Ray cluster could never place it."""
         self.executions[ex.run_id] = ex
+        if ex.fail_now:
+            self.finish(ex, RunResult.failed(ex.fail_now, "infrastructure"), retryable=False)
+            return
         if ex.plan.refusal:
             self.finish(ex, RunResult.failed(ex.plan.refusal, "benchmark"), retryable=False)
             return
@@ -56,6 +62,7 @@ class Watcher:
         """Stop a run that is no longer ours (cancelled, or its lease lost): it records nothing."""
         ex = self.executions[run_id]
         self.submitter.kill(ex)
+        self._release_rest(ex)
         self._forget(ex)
 
     def kill_all(self) -> list[int]:
@@ -63,11 +70,16 @@ class Watcher:
         watched until :meth:`clear` (after the dispatcher gave them back to the queue)."""
         for ex in list(self.executions.values()):
             self.submitter.kill(ex)
+            self._release_rest(ex)
         return list(self.executions)
 
     def clear(self) -> None:
         self.executions.clear()
         self._ref_owner.clear()
+
+    def take_released(self) -> list[tuple[int, int, str, bool]]:
+        out, self.released = self.released, []
+        return out
 
     def take_finished(self) -> list[Outcome]:
         out, self.finished = self.finished, []
@@ -101,7 +113,7 @@ class Watcher:
         import ray
 
         if ex.phase == "placing":
-            self._await(ex, [self.submitter.rendezvous(ex)])
+            self._await(ex, self.submitter.placed(ex))
             return
         if ex.phase == "rendezvous":
             try:
@@ -128,6 +140,10 @@ class Watcher:
             return
         logs.keep(node.pop("logs", None), ex.spec, str(node.get("host", "?")))
         ex.node_results[index] = node
+        if index < len(ex.devices):  # the task returned: its processes are gone, its devices free
+            node_id = ex.devices[index][0]
+            ex.released.add(node_id)
+            self.released.append((ex.run_id, ex.attempt, node_id, True))
         res = RunResult.from_dict(node["result"])
         if node.get("preflight_failed") and node.get("node_id"):
             ex.exclude(str(node["node_id"]), f"failed preflight: {res.error}")
@@ -138,7 +154,8 @@ class Watcher:
 
     def check_deadlines(self) -> None:
         now = time.monotonic()
-        for ex in [e for e in self.executions.values() if e.phase == "placing" and e.placement_deadline]:
+        waiting = [e for e in self.executions.values() if e.phase in ("placing", "starting")]
+        for ex in [e for e in waiting if e.placement_deadline]:
             if ex.placement_deadline is not None and now > ex.placement_deadline:
                 # Not retried: the queue behind it must move; the reason says what to fix or add.
                 msg = f"not placed within {self.placement_timeout_s:g} s (ABLATE_PLACEMENT_TIMEOUT_S): "
@@ -159,9 +176,18 @@ class Watcher:
             if not ready:
                 return out
             try:
-                out = ray.get(pending)
+                out, started = ray.get(pending)
             except Exception as exc:  # progress is best effort; leases are not
                 log.warning("progress board unavailable: %s", exc)
+                # a restarted board forgot who started: stop timing what it can no longer tell
+                for ex in self.executions.values():
+                    if ex.phase == "starting":
+                        ex.placement_deadline = None
+            else:
+                for run_id, attempt in started:
+                    going = self.executions.get(run_id)
+                    if going is not None and going.attempt == attempt and going.phase == "starting":
+                        going.phase = "running"
         board = self.submitter.board
         self._progress_ref = board.take.remote() if self.executions and board else None
         return out
@@ -170,8 +196,17 @@ class Watcher:
 
     def finish(self, ex: Execution, result: RunResult, *, retryable: bool = True) -> None:
         self.submitter.kill(ex)
+        self._release_rest(ex)
         self.finished.append(ex.outcome(result, retryable=retryable))
         self._forget(ex)
+
+    def _release_rest(self, ex: Execution) -> None:
+        """The devices of the nodes whose task did not return: they wait for the fence (unless no node
+        task was ever submitted: then nothing can hold them)."""
+        for node_id, _ in ex.devices:
+            if node_id not in ex.released:
+                ex.released.add(node_id)
+                self.released.append((ex.run_id, ex.attempt, node_id, not ex.node_refs))
 
     def _await(self, ex: Execution, refs: list[Any]) -> None:
         for ref in refs:

@@ -17,7 +17,7 @@ from ablate.backend.db.models import Cluster
 from ablate.backend.domain.placement import NodeDemand, NodeInfo, demand_for, node_in_pool
 from ablate.backend.services import catalog
 from ablate.backend.services import nodes as nodes_service
-from ablate.backend.services.nodes import ExcludedNode
+from ablate.backend.services.nodes import ExcludedNode, HeldDevices
 
 # Resources worth showing; Ray also reports object-store memory, node:IP markers and the like.
 _SHOWN_PREFIXES = ("CPU", "GPU", "PPU", "memory", "accelerator_type")
@@ -55,6 +55,7 @@ class ClustersPage:
     ray_connected: bool
     ray_totals: dict[str, float] = field(default_factory=dict)
     ray_available: dict[str, float] = field(default_factory=dict)
+    held: list[HeldDevices] = field(default_factory=list)  # devices runs hold now, per node
 
 
 def _ray_module() -> Any | None:
@@ -155,8 +156,9 @@ def clusters_page(session: Session) -> ClustersPage:
         )
         for c in clusters
     ]
+    held = nodes_service.held_devices(session)
     if ray is None:
-        return ClustersPage(clusters=views, ray_connected=False)
+        return ClustersPage(clusters=views, ray_connected=False, held=held)
     nodes = list(ray.nodes())
     per_node = _available_per_node(ray)
     for view, cluster in zip(views, clusters, strict=True):
@@ -166,4 +168,5 @@ def clusters_page(session: Session) -> ClustersPage:
         ray_connected=True,
         ray_totals=_shown(dict(ray.cluster_resources()), None),
         ray_available=_shown(dict(ray.available_resources()), None),
+        held=held,
     )
