@@ -86,8 +86,8 @@ class Settings(BaseSettings):
         default=60.0,
         ge=0,
         description="How long a claimed run may wait for Ray to place it (its placement group, or its "
-        "node task to start) before it fails naming the missing resource, so the rest of the queue "
-        "keeps moving. 0: wait up to the run's timeout.",
+        "node task to start, which gets 30 s more for its worker to start) before it fails naming the "
+        "missing resource, so the rest of the queue keeps moving. 0: wait up to the run's timeout.",
     )
     preflight: Literal["strict", "lenient", "off"] = Field(
         default="lenient",

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel
-from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy import Engine, delete, func, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -614,6 +614,7 @@ def _number_repeats(session: Session, new: Sequence[tuple[int, Run, int | None]]
     auto = [(i, run) for i, run, wanted in new if wanted is None]
     if not auto:
         return
+    _lock_numbering(session, {run.release_id for _, run in auto})
     highest: dict[Cell, int] = {}
     tops = session.execute(
         select(Run.release_id, Run.cluster_id, Run.workload_id, Run.variant_id, func.max(Run.repeat))
@@ -631,6 +632,23 @@ def _number_repeats(session: Session, new: Sequence[tuple[int, Run, int | None]]
                 f"results[{i}].repeat", f"the cell has no free repeat up to {MAX_REPEAT}"
             )
         highest[_cell(run)] = run.repeat
+
+
+# Namespace of the per-release advisory locks that serialise "next free repeat" numbering.
+_REPEAT_LOCK = 0x41425250  # "ABRP"
+
+
+def _lock_numbering(session: Session, release_ids: set[int]) -> None:
+    """Serialise the numbering of a release's repeats on PostgreSQL: without it, N jobs at once each
+    read the same highest repeat, N-1 lose on the unique index and retry, and the last of many can run
+    out of retries. Locks are taken in id order so two batches never wait on each other in a circle;
+    SQLite writers are serialised already."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    for release_id in sorted(release_ids):
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(:ns, :key)"), {"ns": _REPEAT_LOCK, "key": release_id}
+        )
 
 
 # Errors after which the whole batch is simply tried again: a concurrent submission won a unique

@@ -101,7 +101,7 @@ def test_a_single_node_run_ray_cannot_start_fails_after_the_placement_timeout(
     (run,) = runs_of(database, study)
     assert (run.status, run.failure_kind, run.attempt) == ("failed", "infrastructure", 1)
     assert str(run.error).startswith(
-        "not placed within 2 s (ABLATE_PLACEMENT_TIMEOUT_S): "
+        "not started within 2 s (ABLATE_PLACEMENT_TIMEOUT_S) + 30 s for its worker to start: "
         "cluster 'cpu-1' needs 1 CPU on each of 1 node(s); "
         "enough alive nodes have these resources, but not free at the same time (held by other work)"
     )

@@ -17,6 +17,10 @@ from ablate.backend.domain.runner import RunResult, RunSpec
 from ablate.workers.dispatch.spec import ExecutionSpec
 
 TIMEOUT_GRACE_S = 300.0  # backstop beyond the runner's own timeout (start-up, queueing in Ray)
+# A single-node run is a plain Ray task: Ray cannot say whether it still waits for resources or
+# already holds them while its worker imports and starts (seconds on a loaded host), so its
+# placement deadline gets this much on top before "not started" is called.
+START_ALLOWANCE_S = 30.0
 EXCLUDED_PREFIX = EXCLUDED_NODE_PREFIX
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ablate.backend.domain.runner import RunResult
 from ablate.workers.dispatch import logs
-from ablate.workers.dispatch.execution import TIMEOUT_GRACE_S, Execution, Outcome
+from ablate.workers.dispatch.execution import START_ALLOWANCE_S, TIMEOUT_GRACE_S, Execution, Outcome
 from ablate.workers.dispatch.spec import multi_node_specs
 from ablate.workers.dispatch.submit import Submitter
 
@@ -156,9 +156,17 @@ class Watcher:
         now = time.monotonic()
         waiting = [e for e in self.executions.values() if e.phase in ("placing", "starting")]
         for ex in [e for e in waiting if e.placement_deadline]:
-            if ex.placement_deadline is not None and now > ex.placement_deadline:
+            starting = ex.phase == "starting"
+            allowance = START_ALLOWANCE_S if starting else 0.0
+            if ex.placement_deadline is not None and now > ex.placement_deadline + allowance:
                 # Not retried: the queue behind it must move; the reason says what to fix or add.
-                msg = f"not placed within {self.placement_timeout_s:g} s (ABLATE_PLACEMENT_TIMEOUT_S): "
+                if starting:
+                    msg = (
+                        f"not started within {self.placement_timeout_s:g} s (ABLATE_PLACEMENT_TIMEOUT_S) "
+                        f"+ {START_ALLOWANCE_S:g} s for its worker to start: "
+                    )
+                else:
+                    msg = f"not placed within {self.placement_timeout_s:g} s (ABLATE_PLACEMENT_TIMEOUT_S): "
                 msg += self.submitter.why_not_placed(ex)
                 self.finish(ex, RunResult.failed(msg, "infrastructure"), retryable=False)
         for ex in [e for e in self.executions.values() if now > e.deadline]:
