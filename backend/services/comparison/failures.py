@@ -3,6 +3,7 @@ every cell's line of the missing-data list."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from ablate.backend.services.comparison.model import CellStatus, FailedRun
@@ -40,3 +41,21 @@ def grouped_lines(shared: dict[Reason, list[FailedRun]], shown: int = 8) -> list
         ids = ", ".join(str(r.run_id) for r in runs[:shown]) + (", ..." if len(runs) > shown else "")
         lines.append(f"{len(runs)} runs {describe_reason(key)} (runs {ids})")
     return lines
+
+
+def why_no_headline(cells: Sequence[CellStatus], base: str | None) -> str:
+    """Why a release has no speed-up to show, in the words of its runs."""
+    succeeded = sum(c.succeeded for c in cells)
+    pending = sum(c.pending for c in cells)
+    runs = succeeded + pending + sum(c.failed + c.cancelled for c in cells)
+    if runs == 0:
+        return "No runs yet: submit a study (ablate study submit PLAN) or CI results."
+    if succeeded == 0:
+        if pending:
+            return f"No result yet: {pending} of {runs} runs queued or running."
+        reasons = Counter(reason_of(r) for c in cells for r in c.not_succeeded)
+        (top, n), *_ = reasons.most_common(1)
+        return f"None of its {runs} runs succeeded; {n} {describe_reason(top)}."
+    if base and not any(c.succeeded for c in cells if c.variant == base):
+        return f"No speed-up yet: no succeeded {base} runs ({succeeded} runs of other rungs succeeded)."
+    return "No speed-up yet: needs succeeded runs of Base and at least one other variant."

@@ -3,7 +3,7 @@ speed-up over Base, recent regressions, and studies in progress."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -108,7 +108,7 @@ def _card(
                 )
             )
     if not card.headlines:
-        card.why_no_headline = why_no_headline(comp)
+        card.why_no_headline = failures.why_no_headline(comp.cells, comp.baseline_variant)
     regressions = [
         d
         for d in comp.regressions
@@ -116,26 +116,6 @@ def _card(
         and (not filters.workload or d.workload == filters.workload)
     ]
     return card, [(latest.ref, row) for row in delta_rows(regressions)]
-
-
-def why_no_headline(comp: comparison_service.ReleaseComparison) -> str:
-    """Why a release has no speed-up to show, in the words of its runs."""
-    cells = comp.cells
-    succeeded = sum(c.succeeded for c in cells)
-    pending = sum(c.pending for c in cells)
-    runs = succeeded + pending + sum(c.failed + c.cancelled for c in cells)
-    if runs == 0:
-        return "No runs yet: submit a study (ablate study submit PLAN) or CI results."
-    if succeeded == 0:
-        if pending:
-            return f"No result yet: {pending} of {runs} runs queued or running."
-        reasons = Counter(failures.reason_of(r) for c in cells for r in c.not_succeeded)
-        (top, n), *_ = reasons.most_common(1)
-        return f"None of its {runs} runs succeeded; {n} {failures.describe_reason(top)}."
-    base = comp.baseline_variant
-    if base and not any(c.succeeded for c in cells if c.variant == base):
-        return f"No speed-up yet: no succeeded {base} runs ({succeeded} runs of other rungs succeeded)."
-    return "No speed-up yet: needs succeeded runs of Base and at least one other variant."
 
 
 def home_page(session: Session, filters: Filters, settings: Settings) -> HomePage:
