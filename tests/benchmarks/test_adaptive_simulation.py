@@ -1,4 +1,5 @@
-"""benchmarks/adaptive_simulation.py runs as documented and its design meets issue 28's goals."""
+"""benchmarks/adaptive_simulation.py runs as documented and its design meets issue 28's error goals
+(false verdicts, power, runs saved at CV 1%); the runs-per-side goal (<= 4) is not met (4.9, docs)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def test_simulation_prints_the_table_and_meets_the_goals() -> None:
             or line.startswith("| 5%")]  # fmt: skip
     assert len(rows) == 3 * 4 * 2  # CV x drop x design
     verdicts = [line for line in out.splitlines() if line.startswith(("PASS", "FAIL"))]
-    assert len(verdicts) == 4 and all(v.startswith("PASS") for v in verdicts), verdicts
+    assert len(verdicts) == 5, verdicts
+    met = [v for v in verdicts if "runs per side" not in v]
+    assert len(met) == 4 and all(v.startswith("PASS") for v in met), verdicts
+    assert any(line.startswith("info  CV 5%, no change") for line in out.splitlines())
 
 
 def test_bad_trials_are_refused() -> None:
