@@ -34,6 +34,7 @@ import numpy as np
 
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
 from ablate.backend.analysis.comparison import Pair, compare_many
+from ablate.backend.analysis.environment import common_shift
 from ablate.backend.analysis.factorial import analyze_factorial
 from ablate.backend.analysis.regression import (
     LookbackRequest,
@@ -609,6 +610,46 @@ def family_power(trials: int, seed: int) -> None:
     )
 
 
+def environment(trials: int, seed: int) -> None:
+    """common_shift over the 5 rungs of a workload, release over release (CV 2% within a session,
+    a 1% session effect per cell, the comparison's between-session variance 2 tau^2 added): how often
+    every rung reads as moved alike. Before, nothing was said: the A/A rerun on a loaded host read a
+    regression or suspect on every rung."""
+    scenarios: list[tuple[str, Sequence[float], float, float]] = [
+        # (name, true factor per rung, extra per-rung spread of the factor, CV of the new release)
+        ("unchanged", (1.0,) * 5, 0.0, 0.02),
+        ("loaded host: every rung x0.6 (CV 10%)", (0.6,) * 5, 0.0, 0.10),
+        ("loaded host: x0.6, rungs differ by 3% (CV 10%)", (0.6,) * 5, 0.03, 0.10),
+        ("loaded host: every rung x0.85 (CV 5%)", (0.85,) * 5, 0.0, 0.05),
+        ("release: one rung -15%", (1.0, 1.0, 0.85, 1.0, 1.0), 0.0, 0.02),
+        ("release: two rungs -10%, -20%", (1.0, 1.0, 1.0, 0.9, 0.8), 0.0, 0.02),
+        ("release: rungs -5% .. -25%", (0.95, 0.9, 0.85, 0.8, 0.75), 0.0, 0.02),
+        ("release: every rung -10%", (0.9,) * 5, 0.0, 0.02),
+    ]
+    tau = 0.01
+    rows = []
+    for i, (name, factors, spread, cv_new) in enumerate(scenarios):
+        for n in (3, 5):
+            rng = np.random.default_rng([seed, 18, i, n])
+            alike = every_rung_flagged = 0
+            for _ in range(trials):
+                pairs = []
+                for f in factors:
+                    old = draw(rng, n, MU * math.exp(tau * rng.standard_normal()), 0.02, "lognormal")
+                    mu_new = MU * f * math.exp(tau * rng.standard_normal() + spread * rng.standard_normal())
+                    new = draw(rng, n, mu_new, cv_new, "lognormal")
+                    pairs.append(ReleasePair(old, new, METRIC, session_var=2 * tau * tau, session_df=10.0))
+                alike += common_shift(pairs).alike
+                results = compare_releases_many(pairs)
+                every_rung_flagged += all(r.verdict == "regressed" or r.suspect for r in results)
+            rows.append((name, n, trials, pct(every_rung_flagged / trials), pct(alike / trials)))
+    table(
+        "Environment: every rung moved alike (common_shift; 5 rungs, 1% session level)",
+        ["truth", "n", "trials", "every rung regressed or suspect", "read as moved alike"],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
     "two_sample_unequal": two_sample_unequal_noise,
@@ -625,6 +666,7 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "session_noise": session_noise,
     "drift": drift,
     "family_power": family_power,
+    "environment": environment,
 }
 
 

@@ -325,6 +325,9 @@ class ReleaseComparison:
     kind: str = "release"
     # Adaptive studies of this release (repeats {min, max}): services/adaptive.py's summaries.
     adaptive: tuple[dict[str, Any], ...] = ()
+    # Workloads whose rungs all moved alike (analysis/environment.py): with busy hosts, "the
+    # environment moved, not the release". Said above the verdicts, not among the missing data.
+    environment: tuple[str, ...] = ()
 
     def ladder_map(self, cluster: str, metric: str) -> dict[str, LadderAnalysis]:
         """workload -> ladder, as the chart functions take it (workload order of the release)."""

@@ -25,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
+from ablate.backend.analysis.environment import common_shift
 from ablate.backend.analysis.factorial import (
     FactorialDesign,
     analyze_factorial,
@@ -301,6 +302,13 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         same_session=source == "same-session",
     )
     missing.extend(delta_notes)
+    environment = (
+        _environment_notes(
+            by_release, cat, release, baseline, history, metrics, units, directions, opts, busy_cells
+        )
+        if baseline is not None and source != "same-session"
+        else []
+    )
     if loaded.busy:
         n = len(loaded.busy)
         missing.append(
@@ -369,6 +377,7 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         manifest_diff=diff,
         runs=run_records,
         missing=tuple(missing),
+        environment=tuple(environment),
     )
 
 
@@ -664,6 +673,63 @@ def _deltas(
         for r in rows
     )
     return deltas, notes
+
+
+def _environment_notes(
+    by_release: ValuesByRelease,
+    cat: Catalog,
+    release: Release,
+    baseline: Release,
+    history: Sequence[Release],
+    metrics: Sequence[str],
+    units: Mapping[str, str],
+    directions: Mapping[str, str],
+    opts: ComparisonOptions,
+    busy_cells: Mapping[Cell, int],
+) -> list[str]:
+    """Per cluster, workload and metric whose rungs all moved alike (analysis/environment.py), what
+    that says: with busy-host runs among them the environment moved, not the release. Judged on every
+    succeeded run, busy ones included (left out, an all-busy release would have nothing to judge)."""
+    values = by_release.get(release.id, {})
+    old = by_release.get(baseline.id, {})
+    sessions = _session_levels(by_release, history, baseline, metrics)
+    groups: dict[tuple[str, str], list[Cell]] = defaultdict(list)
+    rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
+    for cell in sorted(set(values) | set(old), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2])))):
+        groups[(cell[0], cell[1])].append(cell)
+    notes: list[str] = []
+    for (cluster, workload), cells in groups.items():
+        busy = sum(busy_cells.get(c, 0) for c in cells)
+        for metric in metrics:
+            unit = units.get(metric) or describe_metric(metric).unit
+            var, df, _note = _session_term(sessions.get((cluster, metric)), cluster, False)
+            pairs = [
+                ReleasePair(
+                    tuple(sorted(old.get(c, {}).get(metric, ()))),
+                    tuple(sorted(values.get(c, {}).get(metric, ()))),
+                    metric,
+                    unit,
+                    directions.get(metric),
+                    var,
+                    df,
+                )
+                for c in cells
+            ]
+            shift = common_shift(pairs, threshold_pct=opts.threshold_pct, alpha=opts.alpha)
+            if not shift.alike:
+                continue
+            head = f"{workload} on {cluster}, {metric}: {shift.reason}"
+            if busy:
+                notes.append(
+                    f"{head}, and {busy} of their runs were measured on a busy host: the environment "
+                    "moved, not the release; rerun on quiet hosts before reading these verdicts"
+                )
+            else:
+                notes.append(
+                    f"{head}: a change of the environment (host load, driver, power cap) looks the same "
+                    "as one of the release; a same-session baseline (the plan's baseline:) tells them apart"
+                )
+    return notes
 
 
 def _session_levels(
