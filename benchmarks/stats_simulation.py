@@ -554,34 +554,49 @@ def session_noise(trials: int, seed: int) -> None:
 
 
 def drift(trials: int, seed: int) -> None:
-    """lookback (before) and trend_many (after) on a steady loss per release: 5 earlier releases and
-    this one, each a median of 5 repeats at CV 2% plus a 1% session effect."""
+    """lookback (before), trend_many and the test against the release K back (after) on a steady loss
+    per release or one earlier step: 5 earlier releases and this one, each 5 repeats at CV 2% plus a
+    1% session effect (the K-back test adds the comparison's 2 tau^2, tau known, 10 df)."""
+    scenarios: list[tuple[str, Callable[[int], float]]] = [
+        ("0% per release", lambda i: 1.0),
+        ("1% per release", lambda i: 0.99**i),
+        ("2% per release", lambda i: 0.98**i),
+        ("3% per release", lambda i: 0.97**i),
+        ("one step of -5%, 3 releases back", lambda i: 0.95 if i >= 3 else 1.0),
+        ("one step of -10%, 3 releases back", lambda i: 0.90 if i >= 3 else 1.0),
+    ]
+    tau = 0.01
     rows = []
-    for per_release in (0.0, 0.01, 0.02, 0.03):
-        rng = np.random.default_rng([seed, 16, int(per_release * 1000)])
-        looked = trended = 0
+    for j, (name, level) in enumerate(scenarios):
+        rng = np.random.default_rng([seed, 16, j])
+        looked = trended = far = either = 0
         for _ in range(trials):
-            medians = [
-                float(
-                    np.median(
-                        draw(
-                            rng,
-                            5,
-                            MU * (1 - per_release) ** i * math.exp(0.01 * rng.standard_normal()),
-                            0.02,
-                            "lognormal",
-                        )
-                    )
-                )
+            values = [
+                draw(rng, 5, MU * level(i) * math.exp(tau * rng.standard_normal()), 0.02, "lognormal")
                 for i in range(6)
             ]
+            medians = [float(np.median(v)) for v in values]
             request = LookbackRequest(medians[-1], medians[:-1], METRIC)
             looked += lookback(medians[-1], medians[:-1], 5, metric=METRIC).verdict == "regressed"
-            trended += trend_many([request], 5, adjust=False)[0].verdict == "regressed"
-        rows.append((f"{per_release:.0%}", trials, pct(looked / trials), pct(trended / trials)))
+            t = trend_many([request], 5, adjust=False)[0].verdict == "regressed"
+            pair = ReleasePair(values[0], values[-1], METRIC, session_var=2 * tau * tau, session_df=10.0)
+            k = compare_releases_many([pair], adjust=False)[0].verdict == "regressed"
+            trended += t
+            far += k
+            either += t or k
+        rows.append(
+            (
+                name,
+                trials,
+                pct(looked / trials),
+                pct(trended / trials),
+                pct(far / trials),
+                pct(either / trials),
+            )
+        )
     table(
-        "Drift: a steady loss per release over 6 releases (CV 2%, 1% session level, n=5); flagged regressed",
-        ["loss per release", "trials", "before: lookback", "after: trend (trend_many)"],
+        "Drift: 6 releases (CV 2%, 1% session level, n=5); flagged regressed",
+        ["truth", "trials", "before: lookback", "trend", "vs the release 5 back", "trend or 5 back"],
         rows,
     )
 

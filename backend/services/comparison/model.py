@@ -241,6 +241,10 @@ class ReleaseDelta:
     busy_included: bool = False
     # The drift across the lookback window and this release (a slope the lookback cannot see).
     trend: TrendResult | None = None
+    # This release against the oldest release of the lookback window (K back), as the pairwise test
+    # (session variance included); the checks of a release are one BH family of their own.
+    k_back: RegressionResult | None = None
+    k_back_release: str | None = None
 
     @property
     def verdict(self) -> str | None:

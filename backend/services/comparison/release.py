@@ -568,6 +568,8 @@ class _DeltaRow(NamedTuple):
     pair: int | None  # index into the release-over-release checks; None when not compared
     look: int | None  # index into the lookback checks
     history: tuple[HistoryPoint, ...]
+    back: int | None = None  # index into the checks against the release K back
+    back_release: str | None = None
 
 
 def _deltas(
@@ -589,12 +591,14 @@ def _deltas(
     values = by_release.get(release.id, {})
     base_values = by_release.get(baseline.id, {}) if baseline else {}
     hist_values = [(r.ref, by_release.get(r.id, {})) for r in history]
+    hist_by_ref = dict(hist_values)
     sessions = _session_levels(by_release, history, baseline, metrics)
     rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
     cells = sorted(set(values) | set(base_values), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2]))))
     rows: list[_DeltaRow] = []
     pairs: list[ReleasePair] = []
     looks: list[LookbackRequest] = []
+    backs: list[ReleasePair] = []  # this release against the oldest of its lookback window
     no_baseline_data = 0
     for cell in cells:
         for metric in metrics:
@@ -635,8 +639,17 @@ def _deltas(
                         directions.get(metric),
                     )
                 )
+            back = back_ref = None
+            window = points[-opts.lookback :] if opts.lookback > 0 else ()
+            # A drift too slow for one step shows K releases back (with the lookback's minimum history).
+            if new and len(window) >= max(2, opts.lookback_min_history):
+                back_ref = window[0].release
+                far = tuple(sorted(hist_by_ref[back_ref][cell][metric]))
+                var, df, note = _session_term(sessions.get((cell[0], metric)), cell[0], False)
+                back = len(backs)
+                backs.append(ReleasePair(far, new, metric, unit, directions.get(metric), var, df, note))
             if new or old:
-                rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points))
+                rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points, back, back_ref))
     unknown = sorted(
         {
             (cell[0], metric)
@@ -657,6 +670,7 @@ def _deltas(
     results = opts.compare(pairs)
     lookbacks = opts.lookbacks(looks)
     trends = opts.trends(looks)
+    far_results = opts.compare(backs)  # their own Benjamini-Hochberg family, as the lookbacks
     deltas = tuple(
         ReleaseDelta(
             *r.cell,
@@ -669,6 +683,8 @@ def _deltas(
             busy_runs=(busy_cells or {}).get(r.cell, 0),
             busy_included=opts.busy_hosts,
             trend=None if r.look is None else trends[r.look],
+            k_back=None if r.back is None else far_results[r.back],
+            k_back_release=r.back_release,
         )
         for r in rows
     )
