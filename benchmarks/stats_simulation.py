@@ -492,7 +492,7 @@ def session_noise(trials: int, seed: int) -> None:
             cv = 0.02
             rng = np.random.default_rng([seed, 15, n, int(level * 1000)])
             stats_: dict[str, list[float]] = {
-                k: [] for k in ("fb", "fa", "cb", "ca", "pb", "pa", "cdb", "cda")
+                k: [] for k in ("fb", "fa", "fm", "cb", "ca", "cm", "pb", "pa", "pm", "cdb", "cda", "cdm")
             }
             taus = []
             for _ in range(releases):
@@ -504,7 +504,8 @@ def session_noise(trials: int, seed: int) -> None:
                 sv = session_variance([[h[i] for h in history] for i in range(cells)])
                 tau2 = sv.tau2 or 0.0
                 taus.append(math.sqrt(tau2))
-                for after in (False, True):
+                for tag in ("b", "a", "m"):  # before, after (Welch), after moderated
+                    after = tag != "b"
                     pairs = [
                         ReleasePair(
                             history[-1][i],
@@ -515,8 +516,7 @@ def session_noise(trials: int, seed: int) -> None:
                         )
                         for i in range(cells)
                     ]
-                    res = compare_releases_many(pairs)
-                    tag = "a" if after else "b"
+                    res = compare_releases_many(pairs, moderate=tag == "m")
                     for r in res[:-1]:
                         stats_["f" + tag].append(r.verdict in ("regressed", "improved"))
                         stats_["c" + tag].append(bool(covers(r.change_ci_low, r.change_ci_high, 0.0)))
@@ -530,15 +530,15 @@ def session_noise(trials: int, seed: int) -> None:
                     n,
                     releases * (cells - 1),
                     f"{float(np.median(taus)):.2%}",
-                    f"{m['fb']} / {m['fa']}",
-                    f"{m['cb']} / {m['ca']}",
-                    f"{m['pb']} / {m['pa']}",
-                    f"{m['cdb']} / {m['cda']}",
+                    f"{m['fb']} / {m['fa']} / {m['fm']}",
+                    f"{m['cb']} / {m['ca']} / {m['cm']}",
+                    f"{m['pb']} / {m['pa']} / {m['pm']}",
+                    f"{m['cdb']} / {m['cda']} / {m['cdm']}",
                 )
             )
     table(
         "Session noise (compare_releases_many + session_variance; 20 cells, 5 earlier releases, CV 2%); "
-        "before / after",
+        "before / after / after, moderated",
         [
             "session level",
             "n",
@@ -665,6 +665,82 @@ def environment(trials: int, seed: int) -> None:
     )
 
 
+def moderated(trials: int, seed: int) -> None:
+    """compare_releases_many with and without moderate=True on releases of 20 comparisons: 19 unchanged
+    and one 10% drop at CV 2%, log-normal noise. "3 workloads" gives the cells CVs of 1%, 2% and 5%
+    in turn, each CV its own pool (a workload); "one pool" puts those same cells in one pool; "rungs
+    differ" has one pool whose cells run at CV 1.5%, 2% and 3%. A shared prior must not shorten the
+    noisy cells' intervals (the coverage of the noisiest class of cells)."""
+    mixed = [(0.01, 0.02, 0.05)[i % 3] for i in range(19)] + [0.02]
+    scenarios: list[tuple[str, list[float], bool]] = [
+        ("CV 2%, one pool", [0.02] * 20, False),
+        ("3 workloads (CV 1/2/5%), a pool each", mixed, True),
+        ("CV 1/2/5% in one pool", mixed, False),
+        (
+            "rungs differ (CV 1.5/2/3%), one pool",
+            [(0.015, 0.02, 0.03)[i % 3] for i in range(19)] + [0.02],
+            False,
+        ),
+    ]
+    rows = []
+    for j, (name, cvs, by_cv) in enumerate(scenarios):
+        for n in (3, 5):
+            rng = np.random.default_rng([seed, 19, j, n])
+            false = {False: 0, True: 0}
+            cover = {False: 0, True: 0}
+            cover_noisy = {False: 0, True: 0}
+            found = {False: 0, True: 0}
+            top = max(cvs[:19])
+            noisy_cells = sum(c == top for c in cvs[:19]) * trials
+            for _ in range(trials):
+                pairs = [
+                    ReleasePair(
+                        draw(rng, n, MU, cv, "lognormal"),
+                        draw(rng, n, MU * (0.9 if i == 19 else 1.0), cv, "lognormal"),
+                        METRIC,
+                        pool=f"{cv}" if by_cv else None,
+                    )
+                    for i, cv in enumerate(cvs)
+                ]
+                for mod in (False, True):
+                    res = compare_releases_many(pairs, moderate=mod)
+                    for cv, r in zip(cvs[:19], res[:19], strict=True):
+                        false[mod] += r.verdict in ("improved", "regressed")
+                        hit = r.change_ci_low is not None and r.change_ci_low <= 0 <= (r.change_ci_high or 0)
+                        cover[mod] += hit
+                        cover_noisy[mod] += hit and cv == top
+                    found[mod] += res[19].verdict == "regressed"
+            unchanged = 19 * trials
+
+            def both(counts: dict[bool, int], total: int) -> str:
+                return " / ".join(pct(counts[m] / total) for m in (False, True))
+
+            rows.append(
+                (
+                    name,
+                    n,
+                    trials,
+                    both(false, unchanged),
+                    both(cover, unchanged),
+                    f"CV {top:.1%}: " + both(cover_noisy, noisy_cells),
+                    both(found, trials),
+                )
+            )
+    table(
+        "Moderated t: releases of 20 comparisons (19 unchanged, one 10% drop); Welch / moderated",
+        [
+            "cells",
+            "n",
+            "releases",
+            "false verdicts",
+            "coverage (unchanged)",
+            "coverage (noisiest)",
+            "10% drop found",
+        ],
+        rows,
+    )
+
+
 TABLES: dict[str, Callable[[int, int], None]] = {
     "two_sample": two_sample_coverage,
     "two_sample_unequal": two_sample_unequal_noise,
@@ -682,6 +758,7 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "drift": drift,
     "family_power": family_power,
     "environment": environment,
+    "moderated": moderated,
 }
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
+from ablate.backend.analysis.moderated import Prior, squeeze
+
 # Draws of the parametric bootstrap of contribution shares (ablation.py): the Monte-Carlo error of
 # a 2.5% tail point is sqrt(0.025 * 0.975 / 2000) = 0.35 percentage points of probability. The seed
 # stays fixed: the same data gives the same interval.
@@ -249,6 +251,9 @@ def _summary(arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float) ->
 
 
 WELCH_LOG_TEST = "welch-t on log values, two-sided"
+MODERATED_LOG_TEST = (
+    "welch-t on log values, each side's variance moderated toward the release's (empirical Bayes), two-sided"
+)
 # With a 2-value side, the Welch-Satterthwaite df is capped at this: the pooled t it replaces covered
 # 56-82% when the 2-value side was 5x noisier, plain Welch 89-90% (2 vs 5, 2 vs 10); capped, 95-99.9%
 # whatever the noise ratio (benchmarks/stats_simulation.py, table two_values), at a fraction of df 1's
@@ -298,6 +303,7 @@ def welch_log(
     *,
     extra_var: float = 0.0,
     extra_df: float | None = None,
+    prior: Prior | None = None,
 ) -> WelchLog | None:
     """Welch's unequal-variance t on log values of two positive samples (>= 2 values each).
 
@@ -309,7 +315,8 @@ def welch_log(
     ``extra_var`` is variance of the difference that the repeats cannot show (between-session
     variance, analysis/session.py: ``2 tau^2`` for two releases measured in different sessions),
     estimated with ``extra_df`` degrees of freedom: it is added to the SE and its term enters the
-    Satterthwaite df.
+    Satterthwaite df. ``prior`` (analysis/moderated.py) shrinks each side's variance toward the one the
+    release's cells share, on ``d0 + n - 1`` df each (no 2-value cap then: the side's noise is known).
     None when a side has fewer than two values or a non-positive value. Zero spread on both sides
     (deterministic metrics such as memory): the interval is the point and p is 0 for any difference
     (1 for none), since the difference is then measured without error. Spreads and differences
@@ -324,14 +331,19 @@ def welch_log(
     sc, sr = (0.0 if s < LOG_RESOLUTION else s for s in (sc, sr))
     nc, nr = int(c.size), int(r.size)
     est = mc - mr
+    dfc, dfr = float(nc - 1), float(nr - 1)
+    moderated = prior is not None and (sc > 0 or sr > 0)  # both exact (deterministic): kept exact
+    if moderated:
+        (varc, dfc), (varr, dfr) = squeeze(sc * sc, dfc, prior), squeeze(sr * sr, dfr, prior)
+        sc, sr = math.sqrt(varc), math.sqrt(varr)
     vc, vr = sc * sc / nc, sr * sr / nr
     extra = extra_var if extra_var > 0 else 0.0
     se = math.sqrt(vc + vr + extra)
     extra_term = extra * extra / extra_df if extra and extra_df else 0.0  # known exactly without a df
-    denom = vc * vc / (nc - 1) + vr * vr / (nr - 1) + extra_term
+    denom = vc * vc / dfc + vr * vr / dfr + extra_term
     df: float = (vc + vr + extra) ** 2 / denom if denom > 0 else (math.inf if se > 0 else 0.0)
-    method = WELCH_LOG_TEST
-    if min(nc, nr) == 2:
+    method = MODERATED_LOG_TEST if moderated else WELCH_LOG_TEST
+    if min(nc, nr) == 2 and not moderated:
         df = min(df, TWO_VALUES_MAX_DF)
         method = TWO_VALUES_LOG_TEST
     if se == 0.0:

@@ -627,7 +627,8 @@ def _deltas(
                 status = "compared"
                 pair = len(pairs)
                 var, df, note = _session_term(sessions.get((cell[0], metric)), cell[0], same_session)
-                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric), var, df, note))
+                pool = f"{cell[0]}/{cell[1]}"  # a cluster and workload's rungs share a moderated variance
+                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric), var, df, note, pool))
             if new and points:
                 look = len(looks)
                 looks.append(
@@ -647,7 +648,11 @@ def _deltas(
                 far = tuple(sorted(hist_by_ref[back_ref][cell][metric]))
                 var, df, note = _session_term(sessions.get((cell[0], metric)), cell[0], False)
                 back = len(backs)
-                backs.append(ReleasePair(far, new, metric, unit, directions.get(metric), var, df, note))
+                backs.append(
+                    ReleasePair(
+                        far, new, metric, unit, directions.get(metric), var, df, note, f"{cell[0]}/{cell[1]}"
+                    )
+                )
             if new or old:
                 rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points, back, back_ref))
     unknown = sorted(
