@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from scipy import optimize, special
 
 MODERATED_METHOD = "empirical-Bayes moderated variances (limma squeezeVar moments), welch-t on log values"
-# Below this many sides with spread the prior's own spread is too unstable to lean on.
-MIN_SIDES = 8
+# Below this many sides with spread the prior's own spread is too unstable to lean on: a default
+# ladder's 5 rungs give 10 (with 4 rungs, 8 sides, one cell's new runs flipped another's verdict).
+MIN_SIDES = 10
 # d0 at or above this is a pooled variance in all but name.
 MAX_PRIOR_DF = 1e4
 # A side noisier than the prior at this one-sided level keeps its own variance (see squeeze).
