@@ -258,18 +258,20 @@ def release_level(trials: int, seed: int) -> None:
 
 
 def noisy_flag(trials: int, seed: int) -> None:
-    """summarize_many: how often a rung is flagged noisy (threshold CV 5%)."""
+    """summarize_many: how often a rung is flagged noisy (threshold CV 5%). Clean hosts: CV 1-2%;
+    loaded ones: CV 8% and more (a busy 2-core box spread the demo's repeats 25-69%)."""
     rows = []
+    cvs = (0.01, 0.02, 0.05, 0.08, 0.12)
     for n in SIZES:
         cells = []
-        for cv in (0.01, 0.02, 0.08):
+        for cv in cvs:
             rng = np.random.default_rng([seed, 5, n, int(cv * 1000)])
             res = summarize_many([draw(rng, n, MU, cv, "normal") for _ in range(trials)])
             cells.append(pct(sum(s.noisy for s in res) / trials))
-        rows.append((n, *cells))
+        rows.append((n, trials, *cells))
     table(
-        "Noisy flag rate (summarize_many, noisy_cv 5%, normal noise): want low at 1-2%, ~100% at 8%",
-        ["n", "true CV 1%", "true CV 2%", "true CV 8%"],
+        "Noisy flag rate (summarize_many, noisy_cv 5%, normal noise): want <= 5% at 1-2%, >= 80% at 8% (n=5)",
+        ["n", "trials", *(f"true CV {cv:.0%}" for cv in cvs)],
         rows,
     )
 

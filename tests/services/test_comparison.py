@@ -297,7 +297,7 @@ def test_noisy_cv_setting_reaches_the_analysis(standard: Database, monkeypatch: 
     assert opts.noisy_cv == 0.005
     c = _build(standard, options=opts)
     strict = c.ladder_map("h200-2x8", TPUT)[QWEN].variant("Base").summary
-    assert strict.noisy and strict.reasons[0].startswith("cv up to") and strict.reasons[0].endswith("> 0.5%")
+    assert strict.noisy and strict.reasons[0].startswith("cv about") and strict.reasons[0].endswith("> 0.5%")
     assert c.method.noisy_cv == 0.005
 
 
