@@ -33,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 
+from ablate.backend.analysis.moderated import Prior, prior_variance
 from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
@@ -110,6 +111,9 @@ class ReleasePair:
     session_var: float = 0.0
     session_df: float | None = None
     session_note: str | None = None
+    # Pairs sharing a pool (and metric) share a moderated variance (``moderate``): e.g. the rungs of
+    # one cluster and workload, which measure the same model on the same hardware.
+    pool: str | None = None
 
 
 def compare_releases_many(
@@ -119,12 +123,22 @@ def compare_releases_many(
     alpha: float = 0.05,
     confidence: float = 0.95,
     adjust: bool = True,
+    moderate: bool = False,
 ) -> list[RegressionResult]:
     """:func:`compare_releases` of many pairs, their p-values adjusted as one family (Benjamini-
-    Hochberg) when ``adjust``: pass every comparison of one release in one call."""
+    Hochberg) when ``adjust``: pass every comparison of one release in one call. ``moderate``
+    shrinks each side's variance toward the one the pairs of its metric share (analysis/moderated.py)."""
     cleaned = [(clean_values(p.baseline), clean_values(p.contender)) for p in pairs]
+    priors = _priors(pairs, cleaned) if moderate else {}
     tests = [
-        welch_log(c, b, confidence, extra_var=p.session_var, extra_df=p.session_df)
+        welch_log(
+            c,
+            b,
+            confidence,
+            extra_var=p.session_var,
+            extra_df=p.session_df,
+            prior=priors.get((p.metric, p.pool)),
+        )
         for p, (b, c) in zip(pairs, cleaned, strict=True)
     ]
     raw = [None if t is None else t.p_value for t in tests]
@@ -134,6 +148,24 @@ def compare_releases_many(
         _compare(p, b, c, t, q, threshold_pct, alpha, confidence, method)
         for p, (b, c), t, q in zip(pairs, cleaned, tests, adjusted, strict=True)
     ]
+
+
+def _priors(
+    pairs: Sequence[ReleasePair], cleaned: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> dict[tuple[str, str | None], Prior]:
+    """The moderation prior of each metric and pool, from every side with 2+ positive values."""
+    sides: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
+    for p, arrays in zip(pairs, cleaned, strict=True):
+        for x in arrays:
+            if x.size >= 2 and x[0] > 0:
+                key = (p.metric, p.pool)
+                sides.setdefault(key, []).append((float(np.log(x).var(ddof=1)), int(x.size) - 1))
+    out = {}
+    for key, found in sides.items():
+        prior = prior_variance(found)
+        if prior is not None:
+            out[key] = prior
+    return out
 
 
 def compare_releases(

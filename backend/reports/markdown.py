@@ -55,6 +55,8 @@ def render_markdown(
     if generated_at is not None:
         parts += [f"_Generated {generated_at.isoformat()}_", ""]
     parts.append(table_md(t.overview(c)))
+    if c.environment:  # every rung moved alike: read before the verdicts
+        parts.append(_bullets("The environment may have moved", c.environment))
     parts.append(_bullets("What is missing", c.missing))
     if c.adaptive:  # repeats {min, max}: where each comparison stopped, and the runs saved
         parts.append(_bullets("Adaptive repeats", adaptive_lines(c.adaptive)))

@@ -287,7 +287,18 @@ def lookback_text(d: ReleaseDelta) -> str:
     tr = d.trend
     if tr is not None and tr.verdict in ("improved", "regressed") and tr.slope_pct is not None:
         text += f"; drift {tr.slope_pct:+.2f}% per release over {tr.n_releases} ({tr.verdict})"
+    text += k_back_text(d, "; ")
     return text
+
+
+def k_back_text(d: ReleaseDelta, sep: str = "") -> str:
+    """E.g. "vs 25.06 (5 back) -6.10% (regressed)": only when the test against the release K back
+    gives a verdict other than unchanged."""
+    kb = d.k_back
+    if kb is None or kb.verdict not in ("improved", "regressed") or d.k_back_release is None:
+        return ""
+    back = f"{d.lookback.n_history} back" if d.lookback is not None else "K back"
+    return f"{sep}vs {d.k_back_release} ({back}) {pct(kb.improvement_pct)} ({kb.verdict})"
 
 
 def _delta_header(unit: str, with_lookback: bool = True) -> tuple[str, ...]:

@@ -238,9 +238,9 @@ def test_noisy_cv_threshold_reaches_every_rung():
     assert 0.005 < cv < 0.05
     default = run(rungs).variant("Base").summary
     strict = run(rungs, noisy_cv=0.005).variant("Base").summary
-    # The 95% upper bound of the CV at n = 4 is ~2.9x the estimate: 2.2%.
-    assert not default.noisy and default.reasons == () and 0.02 < default.cv_upper < 0.03
-    assert strict.noisy and strict.reasons == ("cv up to 2.2% (95% bound) > 0.5%",)
+    # The median-unbiased CV at n = 4 is ~1.1x the estimate: 0.86%.
+    assert not default.noisy and default.reasons == () and 0.008 < default.cv_upper < 0.01
+    assert strict.noisy and strict.reasons == ("cv about 0.86% (median-unbiased) > 0.5%",)
     assert not run(rungs, noisy_cv=0.005).variant("X").summary.noisy  # X's CV is ~0.08%
     assert run(rungs, min_n=5).variant("X").summary.reasons == ("n<5",)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from datetime import date
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import pytest
 from scipy import stats
 from sqlalchemy import event
 
+from ablate.backend.analysis.stats import MODERATED_LOG_TEST, WELCH_LOG_TEST
 from ablate.backend.db.database import Database
 from ablate.backend.services import comparison as svc
 from ablate.backend.services.errors import NotFound
@@ -98,12 +100,20 @@ def test_release_over_release_verdicts_and_lookback(standard: Database) -> None:
     old = seed.expected_values(REL_2511, LLAMA, LAST)
     new = seed.expected_values(REL_2512, LLAMA, LAST)
     est, lo, hi, p = _welch(new, old)
-    assert reg.result.change_pct == pytest.approx(math.expm1(est) * 100)
-    assert reg.result.change_pct == pytest.approx(-8.0, abs=0.1)
-    assert (reg.result.change_ci_low, reg.result.change_ci_high) == pytest.approx(
+    # Without moderation the test is Welch's, recomputed here by hand.
+    plain = _build(standard, options=replace(OPTS, moderated=False))
+    (welch,) = [d for d in plain.deltas if d.metric == TPUT and (d.workload, d.variant) == (LLAMA, LAST)]
+    assert welch.result is not None and welch.result.test == WELCH_LOG_TEST
+    assert welch.result.change_pct == pytest.approx(math.expm1(est) * 100)
+    assert welch.result.change_pct == pytest.approx(-8.0, abs=0.1)
+    assert (welch.result.change_ci_low, welch.result.change_ci_high) == pytest.approx(
         (math.expm1(lo) * 100, math.expm1(hi) * 100), rel=1e-9
     )
-    assert reg.result.p_value == pytest.approx(p) and p < 0.05
+    assert welch.result.p_value == pytest.approx(p) and p < 0.05
+    # By default each side's variance is moderated toward its workload's rungs: same estimate.
+    assert reg.result.test == MODERATED_LOG_TEST and c.method.test == MODERATED_LOG_TEST
+    assert reg.result.change_pct == pytest.approx(welch.result.change_pct)
+    assert reg.result.change_ci_low != welch.result.change_ci_low
     # The release is one Benjamini-Hochberg family: q is the adjusted p over every compared pair.
     from ablate.backend.analysis.stats import bh_adjust
 
@@ -287,7 +297,7 @@ def test_noisy_cv_setting_reaches_the_analysis(standard: Database, monkeypatch: 
     assert opts.noisy_cv == 0.005
     c = _build(standard, options=opts)
     strict = c.ladder_map("h200-2x8", TPUT)[QWEN].variant("Base").summary
-    assert strict.noisy and strict.reasons[0].startswith("cv up to") and strict.reasons[0].endswith("> 0.5%")
+    assert strict.noisy and strict.reasons[0].startswith("cv about") and strict.reasons[0].endswith("> 0.5%")
     assert c.method.noisy_cv == 0.005
 
 

@@ -80,3 +80,32 @@ def test_without_enough_history_the_session_noise_is_unknown_and_said(database: 
         m.startswith("between-session variance unknown on c (0 release-to-release differences, 3 needed")
         for m in comparison.missing
     )
+
+
+def test_a_slow_drift_is_tested_against_the_release_k_back(database: Database) -> None:
+    """2.5% slower per release: each step stays under the 3% threshold (unchanged), the release five
+    back is 12% faster (regressed), and the lookback's cell says so."""
+    from ablate.backend.domain.formatting import pct
+    from ablate.backend.reports.tables import lookback_text
+    from ablate.backend.web.views.deltas import delta_row
+
+    rng = np.random.default_rng(9)
+    tags = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"]
+    shifts = np.array(
+        [[0.975**r * float(np.exp(0.002 * rng.standard_normal())) for _ in VARIANTS] for r in range(6)]
+    )
+    _submit(database, tags, shifts, rng)
+    deltas = _deltas(database, f"{IMAGE}:1.5")
+    assert len(deltas) == len(VARIANTS)
+    for d in deltas:
+        assert d.verdict == "unchanged" and d.k_back is not None and d.k_back_release == f"{IMAGE}:1.0"
+        assert d.k_back.n_baseline == 4 and d.k_back.session_var > 0
+        assert d.k_back.verdict == "regressed" and d.k_back.improvement_pct is not None
+        assert -14 < d.k_back.improvement_pct < -10
+        shown = f"; vs {IMAGE}:1.0 (5 back) {pct(d.k_back.improvement_pct)} (regressed)"
+        assert lookback_text(d).endswith(shown)
+        row = delta_row(d)
+        assert row.lookback is not None and f"vs {IMAGE}:1.0 (5 back): " in row.lookback
+    # Too little history (3 earlier releases): no test against a release K back.
+    (short,) = [d for d in _deltas(database, f"{IMAGE}:1.3") if d.variant == "Base"]
+    assert short.k_back is None and short.k_back_release is None

@@ -133,3 +133,73 @@ def test_busy_host_runs_leave_the_verdicts_by_default_with_a_mark_and_a_switch(d
     assert verdict_text(k).endswith("[busy host: 2 runs kept]")
     # The ladder and the release's own summaries keep every run.
     assert default.cells[0].succeeded == 5
+
+
+def _rerun(database: Database, image: str, factors: dict[str, float], busy: bool) -> None:
+    """image 1.0 on quiet hosts, 1.1 with each rung's throughput times ``factors[rung]`` (its runs
+    marked busy when ``busy``): 3 rungs, 4 repeats each, CV about 1%."""
+    from ablate.backend.schemas.results import ResultsBatch
+    from ablate.backend.services.ingest import submit_results
+
+    speed = {"Base": 100.0, "Base+ACCL": 130.0, "AC2+ACCL": 170.0}
+    results = []
+    for tag in ("1.0", "1.1"):
+        for variant, base in speed.items():
+            for repeat in range(4):
+                marked = busy and tag == "1.1"
+                factor = factors[variant] if tag == "1.1" else 1.0
+                results.append(
+                    {
+                        "release": {"image": image, "tag": tag, "platform": "gpu"},
+                        "cluster": {"name": "c1", "accelerator": "cpu", "nodes": 1, "devices_per_node": 1},
+                        "workload": {"name": "w"},
+                        "variant": {"name": variant},
+                        "repeat": repeat,
+                        "metrics": {"throughput_tokens_per_s": base * factor * (1 + (repeat - 1.5) / 100)},
+                        "provenance": {"host_busy": "true", "host_busy_reason": "load 9.1 on 2 CPUs"}
+                        if marked
+                        else {"host_busy": "false"},
+                    }
+                )
+    with database.transaction() as session:
+        submit_results(
+            session,
+            ResultsBatch.model_validate({"results": results}),
+            token_scope="admin",
+            idempotency_key=None,
+        )
+
+
+def test_every_rung_slower_on_busy_hosts_says_the_environment_moved(database: Database) -> None:
+    from ablate.backend.reports.markdown import render_markdown
+
+    _rerun(database, "aa-img", {"Base": 0.6, "Base+ACCL": 0.61, "AC2+ACCL": 0.59}, busy=True)
+    with database.read() as s:
+        opts = svc.ComparisonOptions(n_resamples=99, busy_hosts=True)
+        kept = svc.build_release_comparison(s, "aa-img:1.1", options=opts)
+        default = svc.build_release_comparison(s, "aa-img:1.1", options=svc.ComparisonOptions(n_resamples=99))
+    (note,) = kept.environment
+    assert note.startswith(
+        "w on c1, throughput_tokens_per_s: every rung moved alike: -40.0% on average over 3 rungs"
+    )
+    assert "12 of their runs were measured on a busy host: the environment moved, not the release" in note
+    # Said whether or not the busy runs enter the verdicts (left out, the verdicts have nothing).
+    assert default.environment == kept.environment
+    assert kept.to_json_dict()["environment"] == [note]
+    md = render_markdown(kept)
+    assert md.index("## The environment may have moved") < md.index("## What is missing")
+
+
+def test_a_release_that_moved_some_rungs_is_not_the_environment(database: Database) -> None:
+    _rerun(database, "one-img", {"Base": 1.0, "Base+ACCL": 1.0, "AC2+ACCL": 0.8}, busy=True)
+    _rerun(database, "mix-img", {"Base": 0.9, "Base+ACCL": 0.8, "AC2+ACCL": 0.7}, busy=True)
+    _rerun(database, "all-img", {"Base": 0.9, "Base+ACCL": 0.9, "AC2+ACCL": 0.9}, busy=False)
+    with database.read() as s:
+        opts = svc.ComparisonOptions(n_resamples=99, busy_hosts=True)
+        one = svc.build_release_comparison(s, "one-img:1.1", options=opts)
+        mix = svc.build_release_comparison(s, "mix-img:1.1", options=opts)
+        alike = svc.build_release_comparison(s, "all-img:1.1", options=opts)
+    assert one.environment == () and mix.environment == ()
+    # Every rung alike without busy hosts: said, but not blamed on the environment.
+    (note,) = alike.environment
+    assert "looks the same as one of the release" in note and "busy" not in note

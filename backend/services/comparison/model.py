@@ -23,7 +23,13 @@ from ablate.backend.analysis.regression import (
     lookback_many,
     trend_many,
 )
-from ablate.backend.analysis.stats import BH_METHOD, DEFAULT_N_RESAMPLES, NOISY_METHOD, SUMMARY_CI_METHOD
+from ablate.backend.analysis.stats import (
+    BH_METHOD,
+    DEFAULT_N_RESAMPLES,
+    MODERATED_LOG_TEST,
+    NOISY_METHOD,
+    SUMMARY_CI_METHOD,
+)
 from ablate.backend.services.comparison.jsontext import fields_of, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -62,6 +68,9 @@ class ComparisonOptions:
     # lookbacks only when True: by default they leave them, with a note (an A/A rerun on a loaded host
     # read "suspect regression -39 to -56%" on every rung). Ladders and summaries keep them.
     busy_hosts: bool = False
+    # Each side's variance moderated toward the one its cluster and workload's cells share
+    # (analysis/moderated.py): a 10% drop at n=3 as 1 of 20 found 70-81% of the time, 29-31% without.
+    moderated: bool = True
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> ComparisonOptions:
@@ -82,7 +91,7 @@ class ComparisonOptions:
             confidence=self.confidence,
             n_resamples=self.n_resamples,
             seed=self.seed,
-            test=TEST_NAME,
+            test=MODERATED_LOG_TEST if self.moderated else TEST_NAME,
             alpha=self.alpha,
             threshold_pct=self.threshold_pct,
             lookback=self.lookback,
@@ -95,7 +104,11 @@ class ComparisonOptions:
         """Every baseline/contender check of one release (or run-set comparison) at once: one
         Benjamini-Hochberg family."""
         return compare_releases_many(
-            pairs, threshold_pct=self.threshold_pct, alpha=self.alpha, confidence=self.confidence
+            pairs,
+            threshold_pct=self.threshold_pct,
+            alpha=self.alpha,
+            confidence=self.confidence,
+            moderate=self.moderated,
         )
 
     def trends(self, requests: Sequence[LookbackRequest]) -> list[TrendResult]:
@@ -241,6 +254,10 @@ class ReleaseDelta:
     busy_included: bool = False
     # The drift across the lookback window and this release (a slope the lookback cannot see).
     trend: TrendResult | None = None
+    # This release against the oldest release of the lookback window (K back), as the pairwise test
+    # (session variance included); the checks of a release are one BH family of their own.
+    k_back: RegressionResult | None = None
+    k_back_release: str | None = None
 
     @property
     def verdict(self) -> str | None:
@@ -325,6 +342,9 @@ class ReleaseComparison:
     kind: str = "release"
     # Adaptive studies of this release (repeats {min, max}): services/adaptive.py's summaries.
     adaptive: tuple[dict[str, Any], ...] = ()
+    # Workloads whose rungs all moved alike (analysis/environment.py): with busy hosts, "the
+    # environment moved, not the release". Said above the verdicts, not among the missing data.
+    environment: tuple[str, ...] = ()
 
     def ladder_map(self, cluster: str, metric: str) -> dict[str, LadderAnalysis]:
         """workload -> ladder, as the chart functions take it (workload order of the release)."""

@@ -25,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
+from ablate.backend.analysis.environment import common_shift
 from ablate.backend.analysis.factorial import (
     FactorialDesign,
     analyze_factorial,
@@ -301,6 +302,13 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         same_session=source == "same-session",
     )
     missing.extend(delta_notes)
+    environment = (
+        _environment_notes(
+            by_release, cat, release, baseline, history, metrics, units, directions, opts, busy_cells
+        )
+        if baseline is not None and source != "same-session"
+        else []
+    )
     if loaded.busy:
         n = len(loaded.busy)
         missing.append(
@@ -369,6 +377,7 @@ def _assemble(loaded: _Loaded, opts: ComparisonOptions) -> ReleaseComparison:
         manifest_diff=diff,
         runs=run_records,
         missing=tuple(missing),
+        environment=tuple(environment),
     )
 
 
@@ -559,6 +568,8 @@ class _DeltaRow(NamedTuple):
     pair: int | None  # index into the release-over-release checks; None when not compared
     look: int | None  # index into the lookback checks
     history: tuple[HistoryPoint, ...]
+    back: int | None = None  # index into the checks against the release K back
+    back_release: str | None = None
 
 
 def _deltas(
@@ -580,12 +591,14 @@ def _deltas(
     values = by_release.get(release.id, {})
     base_values = by_release.get(baseline.id, {}) if baseline else {}
     hist_values = [(r.ref, by_release.get(r.id, {})) for r in history]
+    hist_by_ref = dict(hist_values)
     sessions = _session_levels(by_release, history, baseline, metrics)
     rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
     cells = sorted(set(values) | set(base_values), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2]))))
     rows: list[_DeltaRow] = []
     pairs: list[ReleasePair] = []
     looks: list[LookbackRequest] = []
+    backs: list[ReleasePair] = []  # this release against the oldest of its lookback window
     no_baseline_data = 0
     for cell in cells:
         for metric in metrics:
@@ -614,7 +627,8 @@ def _deltas(
                 status = "compared"
                 pair = len(pairs)
                 var, df, note = _session_term(sessions.get((cell[0], metric)), cell[0], same_session)
-                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric), var, df, note))
+                pool = f"{cell[0]}/{cell[1]}"  # a cluster and workload's rungs share a moderated variance
+                pairs.append(ReleasePair(old, new, metric, unit, directions.get(metric), var, df, note, pool))
             if new and points:
                 look = len(looks)
                 looks.append(
@@ -626,8 +640,21 @@ def _deltas(
                         directions.get(metric),
                     )
                 )
+            back = back_ref = None
+            window = points[-opts.lookback :] if opts.lookback > 0 else ()
+            # A drift too slow for one step shows K releases back (with the lookback's minimum history).
+            if new and len(window) >= max(2, opts.lookback_min_history):
+                back_ref = window[0].release
+                far = tuple(sorted(hist_by_ref[back_ref][cell][metric]))
+                var, df, note = _session_term(sessions.get((cell[0], metric)), cell[0], False)
+                back = len(backs)
+                backs.append(
+                    ReleasePair(
+                        far, new, metric, unit, directions.get(metric), var, df, note, f"{cell[0]}/{cell[1]}"
+                    )
+                )
             if new or old:
-                rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points))
+                rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points, back, back_ref))
     unknown = sorted(
         {
             (cell[0], metric)
@@ -648,6 +675,7 @@ def _deltas(
     results = opts.compare(pairs)
     lookbacks = opts.lookbacks(looks)
     trends = opts.trends(looks)
+    far_results = opts.compare(backs)  # their own Benjamini-Hochberg family, as the lookbacks
     deltas = tuple(
         ReleaseDelta(
             *r.cell,
@@ -660,10 +688,69 @@ def _deltas(
             busy_runs=(busy_cells or {}).get(r.cell, 0),
             busy_included=opts.busy_hosts,
             trend=None if r.look is None else trends[r.look],
+            k_back=None if r.back is None else far_results[r.back],
+            k_back_release=r.back_release,
         )
         for r in rows
     )
     return deltas, notes
+
+
+def _environment_notes(
+    by_release: ValuesByRelease,
+    cat: Catalog,
+    release: Release,
+    baseline: Release,
+    history: Sequence[Release],
+    metrics: Sequence[str],
+    units: Mapping[str, str],
+    directions: Mapping[str, str],
+    opts: ComparisonOptions,
+    busy_cells: Mapping[Cell, int],
+) -> list[str]:
+    """Per cluster, workload and metric whose rungs all moved alike (analysis/environment.py), what
+    that says: with busy-host runs among them the environment moved, not the release. Judged on every
+    succeeded run, busy ones included (left out, an all-busy release would have nothing to judge)."""
+    values = by_release.get(release.id, {})
+    old = by_release.get(baseline.id, {})
+    sessions = _session_levels(by_release, history, baseline, metrics)
+    groups: dict[tuple[str, str], list[Cell]] = defaultdict(list)
+    rank = {v.name: cat.variant_key(v) for v in cat.variants.values()}
+    for cell in sorted(set(values) | set(old), key=lambda c: (c[0], c[1], rank.get(c[2], (0, 0, c[2])))):
+        groups[(cell[0], cell[1])].append(cell)
+    notes: list[str] = []
+    for (cluster, workload), cells in groups.items():
+        busy = sum(busy_cells.get(c, 0) for c in cells)
+        for metric in metrics:
+            unit = units.get(metric) or describe_metric(metric).unit
+            var, df, _note = _session_term(sessions.get((cluster, metric)), cluster, False)
+            pairs = [
+                ReleasePair(
+                    tuple(sorted(old.get(c, {}).get(metric, ()))),
+                    tuple(sorted(values.get(c, {}).get(metric, ()))),
+                    metric,
+                    unit,
+                    directions.get(metric),
+                    var,
+                    df,
+                )
+                for c in cells
+            ]
+            shift = common_shift(pairs, threshold_pct=opts.threshold_pct, alpha=opts.alpha)
+            if not shift.alike:
+                continue
+            head = f"{workload} on {cluster}, {metric}: {shift.reason}"
+            if busy:
+                notes.append(
+                    f"{head}, and {busy} of their runs were measured on a busy host: the environment "
+                    "moved, not the release; rerun on quiet hosts before reading these verdicts"
+                )
+            else:
+                notes.append(
+                    f"{head}: a change of the environment (host load, driver, power cap) looks the same "
+                    "as one of the release; a same-session baseline (the plan's baseline:) tells them apart"
+                )
+    return notes
 
 
 def _session_levels(

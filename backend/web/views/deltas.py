@@ -79,6 +79,11 @@ def delta_row(d: ReleaseDelta, sides: Sides | None = None) -> DeltaRow:
     if tr is not None and tr.verdict in ("improved", "regressed") and tr.slope_pct is not None:
         drift = f"drift: {tr.slope_pct:+.2f}% per release over {tr.n_releases} ({tr.verdict})"
         look = f"{look}; {drift}" if look else drift
+    kb = d.k_back
+    if kb is not None and kb.verdict in ("improved", "regressed") and kb.improvement_pct is not None:
+        back = f"{d.lookback.n_history} back" if d.lookback is not None else "K back"
+        far = f"vs {d.k_back_release} ({back}): {kb.improvement_pct:+.1f}% ({kb.verdict})"
+        look = f"{look}; {far}" if look else far
     # A lookback that does not speak (too little history) says why in the row's reasons, not here.
     reasons = [*(r.reasons if r else ()), *(f"lookback: {x}" for x in (lb.reasons if lb else ()))]
     return DeltaRow(
