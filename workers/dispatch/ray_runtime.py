@@ -43,6 +43,48 @@ def ensure_ray(settings: Settings) -> str:
     return str(ray.get_runtime_context().gcs_address)
 
 
+class RayLost(RuntimeError):
+    """The dispatcher's Ray is gone (its node dead, or its GCS unreachable): nothing can be placed until
+    it is back, so no run may be failed as unplaceable meanwhile. The supervisor restarts (or re-joins) it."""
+
+
+def lost_reason() -> str | None:
+    """Why this process's Ray cannot run anything any more, or None while it can.
+
+    A local Ray started by this process is lost as soon as one of its processes (raylet, GCS) died: Ray's
+    GCS marks the node dead only after its health checks missed for about 15 s, and meanwhile every
+    task submitted fails with ``LocalRayletDiedError``. Any Ray (local or joined) is lost when the node
+    this driver is attached to is no longer alive, or its GCS does not answer."""
+    import ray
+
+    if not ray.is_initialized():
+        return "Ray is not connected"
+    node = getattr(ray._private.worker, "_global_node", None)  # set in the process that started Ray
+    if node is not None and node.head:
+        dead = sorted({kind for kind, _ in node.dead_processes()})
+        if dead:
+            return f"the local Ray's {', '.join(dead)} died"
+    try:
+        here = ray.get_runtime_context().get_node_id()
+        nodes = ray.nodes()
+    except Exception as exc:
+        return f"Ray's GCS does not answer: {type(exc).__name__}: {exc}"[:300]
+    if not any(n.get("NodeID") == here and n.get("Alive") for n in nodes):
+        return f"this dispatcher's Ray node {here[:12]} is dead (its raylet died or lost the GCS)"
+    return None
+
+
+def disconnect() -> None:
+    """Leave Ray (a local Ray of this process is shut down with its remaining processes), so that the
+    next :func:`ensure_ray` starts or joins it afresh. Never raises: the Ray may be half gone."""
+    import ray
+
+    try:
+        ray.shutdown()
+    except Exception as exc:
+        log.warning("leaving the lost Ray: %s", exc)
+
+
 def alive_nodes() -> list[NodeInfo]:
     return [n for n in all_nodes() if n.alive]
 
