@@ -9,10 +9,12 @@ Either way the process is one Ray *driver*; one dispatcher serves one Ray cluste
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeInfo
+from ablate.backend.errors import AblateError
 from ablate.workers.dispatch import ray_auth
 
 log = logging.getLogger(__name__)
@@ -43,18 +45,19 @@ def ensure_ray(settings: Settings) -> str:
     return str(ray.get_runtime_context().gcs_address)
 
 
-class RayLost(RuntimeError):
+class RayLost(AblateError):
     """The dispatcher's Ray is gone (its node dead, or its GCS unreachable): nothing can be placed until
     it is back, so no run may be failed as unplaceable meanwhile. The supervisor restarts (or re-joins) it."""
 
 
-def lost_reason() -> str | None:
+def lost_reason(nodes: Callable[[], list[NodeInfo]] | None = None) -> str | None:
     """Why this process's Ray cannot run anything any more, or None while it can.
 
     A local Ray started by this process is lost as soon as one of its processes (raylet, GCS) died: Ray's
     GCS marks the node dead only after its health checks missed for about 15 s, and meanwhile every
     task submitted fails with ``LocalRayletDiedError``. Any Ray (local or joined) is lost when the node
-    this driver is attached to is no longer alive, or its GCS does not answer."""
+    this driver is attached to is no longer alive, or its GCS does not answer. ``nodes``: how to read
+    Ray's nodes (the dispatcher's cached reading), else :func:`all_nodes`."""
     import ray
 
     if not ray.is_initialized():
@@ -66,10 +69,10 @@ def lost_reason() -> str | None:
             return f"the local Ray's {', '.join(dead)} died"
     try:
         here = ray.get_runtime_context().get_node_id()
-        nodes = ray.nodes()
+        known = (nodes or all_nodes)()
     except Exception as exc:
         return f"Ray's GCS does not answer: {type(exc).__name__}: {exc}"[:300]
-    if not any(n.get("NodeID") == here and n.get("Alive") for n in nodes):
+    if not any(n.node_id == here and n.alive for n in known):
         return f"this dispatcher's Ray node {here[:12]} is dead (its raylet died or lost the GCS)"
     return None
 

@@ -65,7 +65,7 @@ class Submitter:
 
     def check_ray(self) -> None:
         """Raise :class:`~.ray_runtime.RayLost` when this dispatcher's Ray is gone."""
-        lost = ray_runtime.lost_reason()
+        lost = ray_runtime.lost_reason(self.all_nodes)  # the nodes as read at most every 2 s
         if lost:
             self._nodes = (0.0, [])
             raise ray_runtime.RayLost(lost)
