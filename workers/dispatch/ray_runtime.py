@@ -64,7 +64,8 @@ def lost_reason(nodes: Callable[[], list[NodeInfo]] | None = None) -> str | None
         return "Ray is not connected"
     node = getattr(ray._private.worker, "_global_node", None)  # set in the process that started Ray
     if node is not None and node.head:
-        dead = sorted({kind for kind, _ in node.dead_processes()})
+        # only the two Ray cannot run without: a helper (log monitor, agents) may end on its own
+        dead = sorted({kind for kind, _ in node.dead_processes() if kind in ("raylet", "gcs_server")})
         if dead:
             return f"the local Ray's {', '.join(dead)} died"
     try:
