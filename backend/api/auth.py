@@ -38,9 +38,9 @@ def authenticate(request: Request, secret: str | None = None) -> Principal | Non
         return None
     database = request.app.state.database
     with database.read() as session:
-        token = tokens.authenticate(session, secret)
-        if token is None:
-            raise Unauthorized("the token is unknown or revoked")
+        token, refusal = tokens.check(session, secret)
+        if token is None or refusal is not None:
+            raise Unauthorized(refusal or "the token is unknown or revoked")
         principal = Principal(token.id, token.name, token.scope)
         stale = token.last_used_at
     if stale is None or utcnow() - stale > tokens.TOUCH_EVERY:

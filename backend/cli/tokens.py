@@ -25,15 +25,21 @@ def _database(url: str | None) -> Database:
 def create(
     name: str = typer.Option(..., "--name", help="Who uses it, e.g. ci-nv."),
     scope: str = typer.Option("submit", "--scope", help="read, submit or admin."),
+    expires_in: str | None = typer.Option(
+        None, "--expires-in", help="Lifetime, e.g. 30d, 12h, 90m or 2w (default: never expires)."
+    ),
     url: str | None = URL,
 ) -> None:
     """Create a token and print its secret: the only time it is shown (the database keeps a hash)."""
     database = _database(url)
     with database.transaction() as session:
-        token, secret = tokens.create_token(session, name, scope)
-        token_id = token.id
+        token, secret = tokens.create_token(session, name, scope, expires_in)
+        token_id, expires_at = token.id, token.expires_at
+    until = f", expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else ""
     console.print(
-        f"token {token_id} {name!r} (scope {scope}); secret, shown only now:", highlight=False, soft_wrap=True
+        f"token {token_id} {name!r} (scope {scope}{until}); secret, shown only now:",
+        highlight=False,
+        soft_wrap=True,
     )
     # plain print: the secret must be copyable without rich's wrapping or markup
     print(secret)
@@ -45,7 +51,7 @@ def list_(url: str | None = URL) -> None:
     database = _database(url)
     with database.read() as session:
         rows = tokens.list_tokens(session)
-    table = Table("id", "name", "scope", "created", "last used", "revoked")
+    table = Table("id", "name", "scope", "created", "last used", "revoked", "expires")
     for t in rows:
         table.add_row(
             str(t.id),
@@ -54,6 +60,7 @@ def list_(url: str | None = URL) -> None:
             f"{t.created_at:%Y-%m-%d %H:%M}",
             f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "-",
             f"{t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "-",
+            f"{t.expires_at:%Y-%m-%d %H:%M}" if t.expires_at else "never",
         )
     console.print(table)
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -41,8 +42,30 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_token(session: Session, name: str, scope: str) -> tuple[ApiToken, str]:
-    """A new token and its secret (the only time the secret exists outside the client)."""
+_DURATION = re.compile(r"([0-9]{1,6})([mhdw])")
+_UNIT_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_LIFETIME = timedelta(days=3660)  # ten years: a longer one is a mistake, and "never" is no expiry
+
+
+def parse_lifetime(text: str, field: str = "expires_in") -> timedelta:
+    """``30d``, ``12h``, ``90m`` or ``2w`` as a duration; a clear problem at ``field`` otherwise."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or int(m[1]) == 0:
+        raise ValidationProblem.at(
+            field, f"{text!r} is not a lifetime: a positive whole number and a unit m, h, d or w (e.g. 30d)"
+        )
+    lifetime = timedelta(seconds=int(m[1]) * _UNIT_S[m[2]])
+    if lifetime > MAX_LIFETIME:
+        raise ValidationProblem.at(field, f"{text!r} is longer than ten years; leave it out for no expiry")
+    return lifetime
+
+
+def create_token(
+    session: Session, name: str, scope: str, expires_in: str | None = None
+) -> tuple[ApiToken, str]:
+    """A new token and its secret (the only time the secret exists outside the client); ``expires_in``
+    (see :func:`parse_lifetime`) makes it stop working that long from now."""
+    lifetime = parse_lifetime(expires_in) if expires_in is not None else None
     if scope not in RANK:
         raise ValidationProblem.at("scope", f"unknown scope {scope!r}; one of {', '.join(RANK)}")
     name = name.strip()
@@ -52,6 +75,8 @@ def create_token(session: Session, name: str, scope: str) -> tuple[ApiToken, str
         raise Conflict.at("name", f"a token named {name!r} already exists")
     secret = PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(name=name, scope=scope, secret_hash=hash_secret(secret))
+    if lifetime is not None:
+        token.expires_at = utcnow() + lifetime
     session.add(token)
     session.flush()
     return token, secret
@@ -82,14 +107,26 @@ def revoke_token(session: Session, ref: str | int) -> ApiToken:
 
 
 def authenticate(session: Session, secret: str) -> ApiToken | None:
-    """The live token whose secret this is, or None (unknown or revoked)."""
+    """The live token whose secret this is, or None (unknown, revoked or expired)."""
+    token, refusal = check(session, secret)
+    return None if refusal else token
+
+
+def check(session: Session, secret: str, now: datetime | None = None) -> tuple[ApiToken | None, str | None]:
+    """The token whose secret this is and why it is refused (None: it is live). Unknown and revoked
+    read alike; an expired one says when it expired (whoever asks holds its secret)."""
     digest = hash_secret(secret)
     token = session.scalars(select(ApiToken).where(ApiToken.secret_hash == digest)).first()
     # The index lookup already matched; the constant-time comparison keeps the check itself
     # free of timing differences should the lookup ever become a scan or a prefix match.
     if token is None or not hmac.compare_digest(token.secret_hash, digest) or token.revoked_at is not None:
-        return None
-    return token
+        return None, "the token is unknown or revoked"
+    if token.expires_at is not None and token.expires_at <= (now or utcnow()):
+        return token, (
+            f"the token {token.name!r} expired at {token.expires_at:%Y-%m-%d %H:%M:%S} UTC; "
+            "ask an admin for a new one"
+        )
+    return token, None
 
 
 def touch(session: Session, token: ApiToken) -> None:

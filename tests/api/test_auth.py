@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import httpx
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from ablate.backend.db.models import ApiToken
 from tests.api.conftest import auth, make_token
@@ -60,3 +62,33 @@ def test_reads_can_be_closed(db_url: str) -> None:
             assert c.get("/runs", headers=auth(reader)).status_code == 200
             assert_problem(c.post("/releases", json=RELEASE, headers=auth(reader)), 403)
         assert httpx.get(f"{server.url}/healthz").status_code == 200
+
+
+def test_tokens_may_expire(live_server: LiveServer, admin: httpx.Client, client: httpx.Client) -> None:
+    r = admin.post("/tokens", json={"name": "ci-week", "scope": "submit", "expires_in": "7d"})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    expires = datetime.fromisoformat(created["expires_at"])
+    assert timedelta(days=7) - timedelta(minutes=5) < expires - datetime.now(UTC) <= timedelta(days=7)
+    assert client.get("/runs", headers=auth(created["secret"])).status_code == 200
+    forever = admin.post("/tokens", json={"name": "ci-forever", "scope": "read"}).json()
+    assert forever["expires_at"] is None
+    # a week later (moved in the database rather than waited for): refused, saying why
+    with live_server.database.transaction() as s:
+        s.execute(
+            update(ApiToken)
+            .where(ApiToken.name == "ci-week")
+            .values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
+        )
+    refused = client.get("/runs", headers=auth(created["secret"]))
+    assert_problem(refused, 401)
+    assert "the token 'ci-week' expired at " in refused.text and " UTC" in refused.text, refused.text
+    assert client.get("/runs", headers=auth(forever["secret"])).status_code == 200
+    before = snapshot(live_server.database)
+    for bad in ("0d", "30", "1y", "-1d", "3 days", "99999w", "٣d"):
+        assert_problem(
+            admin.post("/tokens", json={"name": "x", "scope": "read", "expires_in": bad}),
+            422,
+            loc="expires_in",
+        )
+    assert snapshot(live_server.database) == before

@@ -49,6 +49,28 @@ def test_token_create_list_revoke(db_url: str) -> None:
     assert runner.invoke(app, ["token", "revoke", "nobody", "--url", db_url]).exit_code == 1
 
 
+def test_token_create_with_an_expiry(db_url: str) -> None:
+    args = [
+        "token",
+        "create",
+        "--name",
+        "ci-month",
+        "--scope",
+        "read",
+        "--expires-in",
+        "30d",
+        "--url",
+        db_url,
+    ]
+    created = runner.invoke(app, args)
+    assert created.exit_code == 0, created.output
+    assert ", expires 20" in created.output and " UTC); secret" in created.output, created.output
+    listed = runner.invoke(app, ["token", "list", "--url", db_url])
+    assert "expires" in listed.output and "never" not in listed.output, listed.output
+    bad = runner.invoke(app, ["token", "create", "--name", "x", "--expires-in", "1 month", "--url", db_url])
+    assert bad.exit_code == 1 and "'1 month' is not a lifetime" in bad.output + str(bad.exception)
+
+
 def test_release_import_creates_then_merges(
     live_server: LiveServer, tmp_path: Path, client: httpx.Client
 ) -> None:

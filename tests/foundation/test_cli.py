@@ -159,3 +159,31 @@ def test_paths_are_not_broken_at_80_columns_off_a_terminal(tmp_path: Path) -> No
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [f"wrote md report of ablate-example-ci-results:0.1 to {deep / 'r.md'}"]
+
+
+@pytest.mark.parametrize("command", [["serve", "--no-dispatcher"], ["dispatcher"]])
+def test_start_up_refuses_a_data_directory_it_cannot_write(command: list[str], tmp_path: Path) -> None:
+    """Checked before anything starts, in one line naming the directory (a path under a regular file:
+    refused for root too, where a read-only mode is not)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    data = blocker / "data"
+    proc = ablate(*command, env={"ABLATE_DATA_DIR": str(data), "ABLATE_DATABASE_URL": ""})
+    assert_one_line_error(proc, f"the data directory {data} cannot be written (Not a directory)")
+    assert "ABLATE_DATA_DIR" in proc.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root writes into a read-only directory: the case above covers it"
+)
+def test_start_up_refuses_a_read_only_data_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "logs").mkdir(parents=True)
+    data.chmod(0o500)
+    try:
+        proc = ablate(
+            "serve", "--no-dispatcher", env={"ABLATE_DATA_DIR": str(data), "ABLATE_DATABASE_URL": ""}
+        )
+    finally:
+        data.chmod(0o700)
+    assert_one_line_error(proc, f"the data directory {data} cannot be written (Permission denied)")

@@ -59,6 +59,22 @@ def test_success_with_jsonl(make_spec: Callable[..., RunSpec]) -> None:
     assert res.environment["ABLATE_X"] == "from-spec"
 
 
+def test_a_full_disk_under_the_log_keeps_the_metrics(make_spec: Callable[..., RunSpec]) -> None:
+    """The log file cannot be written (it is /dev/full: every write fails with ENOSPC, as on a full disk,
+    for root too): the run goes on, its metrics are kept and the result says the log is incomplete."""
+    spec = _spec(make_spec, EMIT_JSONL, warmup_steps=1, measured_steps=4, global_batch=8, seq_len=128)
+    log_path = Path(spec.log_file(spec.rank if spec.launch == "per-device" else None))  # as the runner
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.symlink_to("/dev/full")
+    res = RUNNER.run(spec)
+    assert res.succeeded, (res.error, res.log_tail)
+    assert res.metrics["step_time_s"] == (0.5, "s")
+    assert "booting" in res.log_tail
+    assert res.provenance.get("log_error") == (
+        f"the log {log_path} could not be written: No space left on device"
+    ), (res.log_path, res.provenance)
+
+
 def test_string_command_and_cwd(make_spec: Callable[..., RunSpec], tmp_path: Path) -> None:
     (tmp_path / "emit.py").write_text('print(\'{"step": 1, "tokens_per_s": 99.0}\')\n')
     spec = make_spec(

@@ -77,7 +77,8 @@ class FakeRunner:
     (report a throughput that ingest refuses), ``node_dir`` (write the Ray node id of each rank there),
     ``hold_until`` (a marker path: wait until it exists), ``actor_unavailable_once`` (a marker path: the
     first attempt raises Ray's ActorUnavailableError), ``hold_dir`` (hold this node's visible devices
-    while running, as a real benchmark holds device memory: see :func:`hold_devices`)."""
+    while running, as a real benchmark holds device memory: see :func:`hold_devices`), ``write_log`` (write
+    a line to its log file first, as every real runner does)."""
 
     name = "fake"
 
@@ -89,6 +90,10 @@ class FakeRunner:
 
     def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
         opts = spec.runner_options
+        if opts.get("write_log"):  # an OSError here is the node's disk, not the benchmark
+            log_file = Path(spec.log_file())
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            log_file.write_text(f"fake run {spec.run_id} attempt {spec.attempt}\n")
         marker = opts.get("crash_once")
         if marker:  # each attempt writes one line in its own log file (a retry must keep the crashed one's)
             log = Path(spec.log_file())

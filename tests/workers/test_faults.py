@@ -200,3 +200,18 @@ def test_dispatcher_that_lost_its_lease_records_nothing(
     assert run.status == "running" and run.lease_owner == "someone-else"
     with database.read() as s:
         assert s.query(RunMetric).filter_by(run_id=run_id).count() == 0
+
+
+def test_a_log_directory_that_cannot_be_written_is_an_infrastructure_failure_retried(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    """The run's log cannot be written (here a data directory under a regular file: refused for root
+    too, where a read-only mode is not): the node's disk, not the benchmark, so every attempt is used."""
+    study = _one(database, {"write_log": True})
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the data directory's parent should be")
+    settings = make_settings(blocker / "data", max_attempts=2)
+    Dispatcher(settings, database, runners=FAKES).drain(timeout_s=90)
+    (run,) = runs_of(database, study)
+    assert (run.status, run.failure_kind, run.attempt) == ("failed", "infrastructure", 2), run.error
+    assert run.error is not None and "refused a write" in run.error and "Not a directory" in run.error

@@ -139,6 +139,40 @@ def claim_runs(
     )
 
 
+WAITING_FOR_RAY = "waiting for Ray: "
+
+
+def note_waiting_for_ray(session: Session, served: Sequence[int], reason: str) -> int:
+    """Say on every queued run of ``served`` that it waits for the dispatcher's Ray to come back (its
+    own waiting reason, if it had one, is written again at the next claim); returns how many."""
+    if not served:
+        return 0
+    text = f"{WAITING_FOR_RAY}{reason}; the dispatcher reconnects with backoff"[:1000]
+    result = session.execute(
+        update(Run)
+        .where(
+            Run.status == QUEUED, Run.source == RunSource.scheduled.value, Run.cluster_id.in_(list(served))
+        )
+        .values(error=text)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def clear_waiting_for_ray(session: Session, served: Sequence[int]) -> None:
+    """Ray is back: the queued runs of ``served`` no longer wait for it."""
+    session.execute(
+        update(Run)
+        .where(
+            Run.status == QUEUED,
+            Run.cluster_id.in_(list(served)),
+            Run.error.startswith(WAITING_FOR_RAY, autoescape=True),
+        )
+        .values(error=None)
+        .execution_options(synchronize_session=False)
+    )
+
+
 def _any_on_devices(session: Session, served: list[int]) -> bool:
     """Whether any served cluster runs on devices (else the plain claim, one statement, is enough)."""
     rows = session.execute(

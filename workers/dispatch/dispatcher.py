@@ -173,6 +173,9 @@ class Dispatcher:
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + TICK_S
+        # Ray gone (its raylet killed): stop here, before anything is claimed or failed as unplaceable;
+        # the supervisor gives the runs back and restarts (or re-joins) Ray.
+        self.submitter.check_ray()
         progress = self.watcher.take_progress()
         held: set[int] = set()
         with self.database.transaction() as session:
@@ -208,6 +211,13 @@ class Dispatcher:
         for run_id in [r for r in self.executions if r not in held]:
             log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)
             self.watcher.stop(run_id)
+
+    def served(self) -> list[int]:
+        """The ids of the clusters this dispatcher serves."""
+        with self.database.read() as session:
+            return claims.served_clusters(
+                session, self._ray_address, joined=self.settings.ray_address, cluster_names=self.cluster_names
+            )
 
     def _announce(self, session: Session) -> None:
         served = claims.served_clusters(

@@ -9,10 +9,12 @@ Either way the process is one Ray *driver*; one dispatcher serves one Ray cluste
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeInfo
+from ablate.backend.errors import AblateError
 from ablate.workers.dispatch import ray_auth
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,50 @@ def ensure_ray(settings: Settings) -> str:
             # it, ray.init joins the newest local Ray it finds, and our runs land on someone else's).
             ray.init(address="local", num_cpus=settings.ray_num_cpus, include_dashboard=False, **common)
     return str(ray.get_runtime_context().gcs_address)
+
+
+class RayLost(AblateError):
+    """The dispatcher's Ray is gone (its node dead, or its GCS unreachable): nothing can be placed until
+    it is back, so no run may be failed as unplaceable meanwhile. The supervisor restarts (or re-joins) it."""
+
+
+def lost_reason(nodes: Callable[[], list[NodeInfo]] | None = None) -> str | None:
+    """Why this process's Ray cannot run anything any more, or None while it can.
+
+    A local Ray started by this process is lost as soon as one of its processes (raylet, GCS) died: Ray's
+    GCS marks the node dead only after its health checks missed for about 15 s, and meanwhile every
+    task submitted fails with ``LocalRayletDiedError``. Any Ray (local or joined) is lost when the node
+    this driver is attached to is no longer alive, or its GCS does not answer. ``nodes``: how to read
+    Ray's nodes (the dispatcher's cached reading), else :func:`all_nodes`."""
+    import ray
+
+    if not ray.is_initialized():
+        return "Ray is not connected"
+    node = getattr(ray._private.worker, "_global_node", None)  # set in the process that started Ray
+    if node is not None and node.head:
+        # only the two Ray cannot run without: a helper (log monitor, agents) may end on its own
+        dead = sorted({kind for kind, _ in node.dead_processes() if kind in ("raylet", "gcs_server")})
+        if dead:
+            return f"the local Ray's {', '.join(dead)} died"
+    try:
+        here = ray.get_runtime_context().get_node_id()
+        known = (nodes or all_nodes)()
+    except Exception as exc:
+        return f"Ray's GCS does not answer: {type(exc).__name__}: {exc}"[:300]
+    if not any(n.node_id == here and n.alive for n in known):
+        return f"this dispatcher's Ray node {here[:12]} is dead (its raylet died or lost the GCS)"
+    return None
+
+
+def disconnect() -> None:
+    """Leave Ray (a local Ray of this process is shut down with its remaining processes), so that the
+    next :func:`ensure_ray` starts or joins it afresh. Never raises: the Ray may be half gone."""
+    import ray
+
+    try:
+        ray.shutdown()
+    except Exception as exc:
+        log.warning("leaving the lost Ray: %s", exc)
 
 
 def alive_nodes() -> list[NodeInfo]:

@@ -63,6 +63,13 @@ class Submitter:
     def alive_nodes(self) -> list[NodeInfo]:
         return [n for n in self.all_nodes() if n.alive]
 
+    def check_ray(self) -> None:
+        """Raise :class:`~.ray_runtime.RayLost` when this dispatcher's Ray is gone."""
+        lost = ray_runtime.lost_reason(self.all_nodes)  # the nodes as read at most every 2 s
+        if lost:
+            self._nodes = (0.0, [])
+            raise ray_runtime.RayLost(lost)
+
     def all_nodes(self) -> list[NodeInfo]:
         """Every node Ray knows (alive or dead), read at most every NODES_CACHE_S."""
         at, nodes = self._nodes
@@ -73,9 +80,14 @@ class Submitter:
 
     def unplaceable(self, ex: Execution) -> str | None:
         """Why the Ray cluster could never hold this run (None: it can, maybe later), leaving out the
-        nodes its earlier attempts excluded."""
+        nodes its earlier attempts excluded. Raises :class:`~.ray_runtime.RayLost` instead when the
+        reason is that this dispatcher's Ray itself is gone: the run waits for it, not fails."""
         nodes = [n for n in self.alive_nodes() if n.node_id not in ex.excluded]
         reason = unplaceable_reason(ex.demand, nodes)
+        if reason:
+            lost = ray_runtime.lost_reason()
+            if lost:
+                raise ray_runtime.RayLost(lost)
         if reason and ex.excluded:
             reason += f" (leaving out node(s) excluded by earlier attempts: {_excluded_text(ex.excluded)})"
         return reason
@@ -181,7 +193,11 @@ class Submitter:
         # Only tasks still pending: a finished task's worker may already run another run's task, and
         # a forced cancel must never reach it.
         pending = [r for r in ex.node_refs if r in ex.waiting]
-        done = set(ray.wait(pending, num_returns=len(pending), timeout=0)[0]) if pending else set()
+        try:
+            done = set(ray.wait(pending, num_returns=len(pending), timeout=0)[0]) if pending else set()
+        except Exception as exc:  # Ray lost: nothing of it is left to stop
+            log.debug("run %s: cannot ask Ray about its node tasks: %s", ex.run_id, exc)
+            return
         for ref in [r for r in pending if r not in done]:
             try:
                 ray.cancel(ref, force=True)

@@ -11,6 +11,7 @@ sit in a collective until the timeout. It returns the node's facts and log files
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import socket
@@ -295,6 +296,11 @@ def run_node(
                 "infrastructure",
                 environment=lead.env,
             )
+        elif isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+            # the node's disk (full, read-only, not ours), not the benchmark: retried, maybe elsewhere
+            result = RunResult.failed(
+                f"the disk of {host} refused a write: {exc}", "infrastructure", environment=lead.env
+            )
         else:
             result = RunResult.failed(
                 f"runner raised {type(exc).__name__}: {exc}",
@@ -322,6 +328,12 @@ def run_node(
         "logs": logs.collect(lead),
         "image_contents": image_contents,
     }
+
+
+# A write refused by the file system: full, over quota, read-only, or a path that is not ours to write.
+DISK_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EIO}
+)
 
 
 def _is_ray_error(exc: BaseException) -> bool:

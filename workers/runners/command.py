@@ -140,6 +140,8 @@ class CommandRunner:
         out = group.wait(spec.timeout_s, on_line)[0]
         elapsed = time.monotonic() - t0
         prov.update(hostload.provenance(host_start, hostload.sample(gpu=host_start.gpu_pids is not None)))
+        if out.log_error:  # the run went on without its log (full disk): its metrics are kept, the gap said
+            prov["log_error"] = out.log_error[:500]
         parsed = parser.finish()
         prov["malformed_lines"] = str(parsed.malformed_lines)
         prov["step_records"] = str(len(parsed.steps))

@@ -54,6 +54,7 @@ class ProcOutcome:
     timed_out: bool = False
     cancelled: BaseException | None = None
     killed_by_peer: bool = False  # we killed it because a sibling rank failed
+    log_error: str | None = None  # the log file could not be written from then on (full disk): lines kept
 
     @property
     def tail_text(self) -> str:
@@ -70,6 +71,32 @@ class _Child:
     eof: bool = False
     killed_by_peer: bool = False
     container: tuple[str, str] | None = None  # (runtime client, container name): removed when stopped
+    log_error: str | None = None
+
+    def write(self, line: str) -> None:
+        """Append a line to the log file. A write that fails (a full disk, the file system gone
+        read-only) stops the log, not the run: the lines still reach the parser and the tail, so the
+        metrics are kept, and the outcome says the log is incomplete."""
+        if self.log_error is not None:
+            return
+        try:
+            self.log.write(line + "\n")
+        except OSError as exc:
+            self._log_failed(exc)
+
+    def close_log(self) -> None:
+        if self.log.closed:
+            return
+        try:
+            self.log.close()  # flushes the buffer: where a full disk shows
+        except OSError as exc:
+            self._log_failed(exc)
+
+    def _log_failed(self, exc: OSError) -> None:
+        if self.log_error is None:
+            self.log_error = f"the log {self.log_path} could not be written: {exc.strerror or exc}"
+        with contextlib.suppress(OSError):
+            self.log.close()
 
 
 LineCallback = Callable[[int, str], None]
@@ -186,7 +213,7 @@ class ProcessGroup:
                             self._kill(other)
                 continue
             line = str(item)
-            child.log.write(line + "\n")
+            child.write(line)
             child.tail.append(line)
             if on_line is not None and cancelled is None:
                 try:
@@ -201,7 +228,7 @@ class ProcessGroup:
         for child in self._children:
             if child.popen.poll() != 0:  # ``--rm`` removes a container that ended; not one whose client died
                 self._remove_container(child)
-            child.log.close()
+            child.close_log()
             outcomes.append(
                 ProcOutcome(
                     returncode=child.popen.poll(),
@@ -210,6 +237,7 @@ class ProcessGroup:
                     timed_out=timed_out,
                     cancelled=cancelled,
                     killed_by_peer=child.killed_by_peer,
+                    log_error=child.log_error,
                 )
             )
         return outcomes
@@ -226,7 +254,7 @@ class ProcessGroup:
             if item is _EOF:
                 child.eof = True
             else:
-                child.log.write(str(item) + "\n")
+                child.write(str(item))
                 child.tail.append(str(item))
         for child in self._children:
             with contextlib.suppress(subprocess.TimeoutExpired):

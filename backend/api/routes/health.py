@@ -42,11 +42,14 @@ def _database_state(database: Database) -> dict[str, Any]:
 def readyz(request: Request) -> JSONResponse:
     """Ready: the database answers, its schema is the one this code expects, and the in-process
     dispatcher of ``ablate serve`` (``null`` when this server runs none) is running, not waiting to
-    retry after an error. 503 otherwise, with ``Retry-After`` while the database cannot be reached."""
+    retry after an error, and its Ray is connected (``dispatcher.ray``: ``lost`` while the dispatcher
+    restarts or re-joins it). 503 otherwise, with ``Retry-After`` while the database cannot be reached."""
     database = _database_state(request.app.state.database)
     supervisor = getattr(request.app.state, "dispatcher", None)
     dispatcher = dataclasses.asdict(supervisor.status()) if supervisor is not None else None
-    ready = database["state"] == "ok" and (dispatcher is None or dispatcher["state"] == "running")
+    ready = database["state"] == "ok" and (
+        dispatcher is None or (dispatcher["state"] == "running" and dispatcher["ray"] == "connected")
+    )
     worker = getattr(request.app.state, "webhooks", None)
     body: dict[str, Any] = {
         "status": "ready" if ready else "unavailable",
@@ -59,6 +62,8 @@ def readyz(request: Request) -> JSONResponse:
         return JSONResponse(body)
     if database["state"] != "ok":
         body["detail"] = database["detail"]
+    elif dispatcher is not None and dispatcher["ray"] == "lost":
+        body["detail"] = f"the dispatcher's Ray is lost ({dispatcher['ray_lost']}); reconnecting"
     elif dispatcher is not None:
         body["detail"] = f"the dispatcher is {dispatcher['state']}: {dispatcher['last_error']}"
     headers = {"Retry-After": str(RETRY_AFTER_S)} if database["state"] == "unreachable" else None

@@ -18,7 +18,7 @@ router = APIRouter(tags=["tokens"], dependencies=[Depends(auth.admin)])
 @router.post("/tokens", status_code=201, response_model=TokenCreated)
 def create_token(body: TokenCreate, request: Request) -> Any:
     with database(request).transaction() as session:
-        token, secret = tokens.create_token(session, body.name, body.scope)
+        token, secret = tokens.create_token(session, body.name, body.scope, body.expires_in)
         return {**TokenOut.model_validate(token).model_dump(), "secret": secret}
 
 

@@ -182,6 +182,9 @@ def _assemble(
 ) -> RunResult:
     lead, first = specs[0], outcomes[0]
     prov = {**_parent_provenance(lead, len(specs)), **host}
+    log_errors = sorted({o.log_error for o in outcomes if o.log_error})
+    if log_errors:  # the run goes on without its log (full disk): its result is kept, the gap said
+        prov["log_error"] = "; ".join(log_errors)[:500]
     if first.cancelled is not None:
         return RunResult.failed(
             f"cancelled: {first.cancelled}", "infrastructure", log_tail=first.tail_text,
