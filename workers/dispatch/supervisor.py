@@ -2,9 +2,9 @@
 
 The bare loop (:meth:`Dispatcher.run_forever`) ends on the first error, which suits ``ablate
 dispatcher`` (its process exits and compose restarts it) but not a thread inside the API server,
-which would go on answering while nothing runs. Here each failed iteration is logged, the state says
-``restarting`` (``/readyz`` reports it) and the loop tries again after a backoff that doubles from
-:data:`FIRST_BACKOFF_S` to :data:`MAX_BACKOFF_S`, back to the first after an iteration goes through.
+which would go on answering while nothing runs. Here it is a :class:`SupervisedLoop`: each failed
+iteration is logged, the state says ``restarting`` (``/readyz`` reports it) and the loop tries again
+after a backoff that doubles from 0.5 s to 30 s, back to the first after an iteration goes through.
 
 A database error keeps the dispatcher and its runs in flight: the outcomes it could not record are
 recorded on the next try, and leases not renewed meanwhile are renewed (or, past ``lease_s``, the
@@ -15,56 +15,39 @@ the dispatcher, giving its runs back to the queue, and starts a fresh one.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from ablate.backend.config import Settings
 from ablate.backend.db.database import Database
+from ablate.backend.services.supervised import LoopStatus, SupervisedLoop
 from ablate.workers.dispatch.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
-FIRST_BACKOFF_S = 0.5
-MAX_BACKOFF_S = 30.0
-
-State = Literal["running", "restarting", "stopped"]
-
 
 @dataclass(frozen=True)
-class SupervisorStatus:
-    """What ``/readyz`` reports of the in-process dispatcher."""
+class SupervisorStatus(LoopStatus):
+    """What ``/readyz`` reports of the in-process dispatcher: its loop's status and its id."""
 
-    state: State
-    restarts: int  # failed iterations since start, each followed by a retry
-    last_error: str | None  # "OperationalError: ..." of the latest, cut to 300 characters
-    seconds_since_error: float | None
     owner: str | None  # the dispatcher's id in the database (a fresh one after a Ray error)
 
 
-class SupervisedDispatcher:
+class SupervisedDispatcher(SupervisedLoop):
     """Runs a :class:`Dispatcher` in a thread, retrying with backoff after errors; ``start``/``stop``."""
 
     def __init__(self, settings: Settings, database: Database) -> None:
+        super().__init__("ablate-dispatcher", settings.dispatcher_poll_s)
         self.settings = settings
         self.database = database
         self.dispatcher: Dispatcher | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._state: State = "stopped"
-        self._restarts = 0
-        self._last_error: str | None = None
-        self._error_at: float | None = None
 
     def status(self) -> SupervisorStatus:
-        with self._lock:
-            since = None if self._error_at is None else round(time.monotonic() - self._error_at, 1)
-            owner = self.dispatcher.owner if self.dispatcher is not None else None
-            return SupervisorStatus(self._state, self._restarts, self._last_error, since, owner)
+        loop = self.loop_status()
+        dispatcher = self.dispatcher
+        owner = dispatcher.owner if dispatcher is not None else None
+        return SupervisorStatus(**asdict(loop), owner=owner)
 
     def start(self) -> None:
         """Connect to Ray on the calling thread (``ray.init`` installs signal handlers: the event
@@ -72,51 +55,27 @@ class SupervisedDispatcher:
         fails the start, as before: nothing would ever run."""
         self.dispatcher = Dispatcher(self.settings, self.database)
         self.dispatcher.connect()
-        self._stop.clear()
-        self._state = "running"
-        self._thread = threading.Thread(target=self._supervise, name="ablate-dispatcher", daemon=True)
-        self._thread.start()
+        super().start()
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+    def prepare(self) -> None:
+        if self.dispatcher is None:  # retired after an error: a fresh one
+            fresh = Dispatcher(self.settings, self.database)
+            fresh.connect()
+            self.dispatcher = fresh
 
-    def _set(self, state: State, error: BaseException | None = None) -> None:
-        with self._lock:
-            self._state = state
-            if error is not None:
-                self._restarts += 1
-                self._last_error = f"{type(error).__name__}: {error}"[:300]
-                self._error_at = time.monotonic()
+    def step(self) -> bool:
+        assert self.dispatcher is not None  # prepare() made one
+        return self.dispatcher.step(wait_s=min(0.2, self.poll_s))
 
-    def _supervise(self) -> None:
-        delay = FIRST_BACKOFF_S
-        poll = self.settings.dispatcher_poll_s
-        while not self._stop.is_set():
-            try:
-                if self.dispatcher is None:
-                    fresh = Dispatcher(self.settings, self.database)
-                    fresh.connect()
-                    self.dispatcher = fresh
-                self._set("running")
-                while not self._stop.is_set():
-                    busy = self.dispatcher.step(wait_s=min(0.2, poll))
-                    delay = FIRST_BACKOFF_S  # an iteration went through
-                    if not busy:
-                        self._stop.wait(poll)
-            except Exception as exc:
-                self._set("restarting", exc)
-                if isinstance(exc, SQLAlchemyError):
-                    log.warning("dispatcher: database error, retrying in %.1f s: %s", delay, exc)
-                else:
-                    log.exception("dispatcher failed; starting a fresh one in %.1f s", delay)
-                    self._retire()
-                self._stop.wait(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
+    def on_error(self, exc: Exception, delay_s: float) -> None:
+        if isinstance(exc, SQLAlchemyError):
+            log.warning("dispatcher: database error, retrying in %.1f s: %s", delay_s, exc)
+        else:
+            log.exception("dispatcher failed; starting a fresh one in %.1f s", delay_s)
+            self._retire()
+
+    def cleanup(self) -> None:
         self._retire()
-        self._set("stopped")
 
     def _retire(self) -> None:
         """Give the dispatcher's runs back to the queue and forget it; an error here (the database
