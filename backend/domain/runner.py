@@ -3,14 +3,13 @@
 Everything here is plain data that survives ``to_dict``/``from_dict`` (JSON-compatible), because specs
 and results cross process and Ray boundaries. :class:`RunResult` is the one in-memory shape of a run's
 outcome, from the runner to the ingest that stores it (CI results are parsed into it too). Runners
-live in ``ablate.workers.runners`` and are looked up by name with :func:`get_runner`: the registry
-holds "module:attribute" strings, imported on first use, so this layer imports nothing above it and
-never imports torch.
+are looked up by name with :func:`get_runner` among the ``ablate.runners`` entry points (Ablate's own live
+in ``ablate.workers.runners``), imported on first use, so this layer imports nothing above it and never
+imports torch.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -18,6 +17,7 @@ from pathlib import PurePath
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ablate.backend.domain.factors import normalize_factor
+from ablate.backend.domain.plugins import RUNNERS_GROUP, PluginGroup, PluginLoadError
 from ablate.backend.domain.states import FailureKind
 
 Status = Literal["succeeded", "failed"]
@@ -225,31 +225,32 @@ class Runner(Protocol):
         ...
 
 
-# name -> "module:attribute"; imported lazily so the dispatcher needs no torch to look runners up.
-_REGISTRY: dict[str, str | Callable[[], Runner]] = {
-    "torch-llm": "ablate.workers.runners.torch_llm.runner:TorchLLMRunner",
-    "command": "ablate.workers.runners.command:CommandRunner",
-}
+# Runners come from the ``ablate.runners`` entry points (Ablate's own are declared in its pyproject.toml;
+# a team's package declares its own): nothing is imported until a runner is asked for by name.
+RUNNERS = PluginGroup(RUNNERS_GROUP, "runner")
 
 
-def register_runner(name: str, factory: str | Callable[[], Runner]) -> None:
-    """Add a runner: ``factory`` is a zero-argument callable or a ``"module:attribute"`` path."""
-    _REGISTRY[name] = factory
+def register_runner(name: str, factory: Callable[[], Runner]) -> None:
+    """Add a runner in this process only (tests, benchmarks); a package adds one with an entry point in
+    the ``ablate.runners`` group (docs/runners.md)."""
+    RUNNERS.register(name, factory)
 
 
 def known_runners() -> list[str]:
-    return sorted(_REGISTRY)
+    return RUNNERS.names()
 
 
 def get_runner(name: str) -> Runner:
-    """A fresh runner instance by name; unknown names raise ValueError listing the known runners."""
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        raise ValueError(f"unknown runner {name!r}; known runners: {', '.join(known_runners())}")
-    if isinstance(factory, str):
-        module, _, attr = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
-    return factory()
+    """A fresh runner instance by name. An unknown name raises UnknownPluginError (a ValueError) naming
+    the entry point group and the known runners; one that cannot be loaded, PluginLoadError."""
+    factory = RUNNERS.load(name)
+    runner = factory()
+    if not isinstance(runner, Runner):
+        raise PluginLoadError(
+            f"runner {name!r} (group {RUNNERS_GROUP!r}) made a {type(runner).__name__}, which lacks the "
+            "Runner interface (name, supported_factors, check_factors, run)"
+        )
+    return runner
 
 
 def check_spec_factors(spec: RunSpec) -> str | None:

@@ -82,6 +82,14 @@ def _cell(x: object) -> str:
 
 
 def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
+    """Every row of the report, section by section (run, summary, factorial_effect, release_delta)."""
+    yield from _run_rows(c)
+    yield from _summary_rows(c)
+    yield from _factorial_rows(c)
+    yield from _delta_rows(c)
+
+
+def _run_rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
     for r in c.runs:
         if not r.metrics:
             yield {
@@ -108,6 +116,9 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                 "status": r.status,
                 "value": value,
             }
+
+
+def _summary_rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
     for entry in c.ladders:
         lad = entry.analysis
         for v in lad.variants:
@@ -141,6 +152,9 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                 "share_ci_high": v.share_ci_high,
                 "notes": "; ".join(dict.fromkeys((*s.reasons, *v.reasons))),
             }
+
+
+def _factorial_rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
     for f in c.factorials:
         fa = f.analysis
         for kind, effects in (("main", fa.main_effects), ("interaction", fa.interactions)):
@@ -162,6 +176,9 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
                     "method": e.method or None,
                     "notes": "; ".join(fa.reasons),
                 }
+
+
+def _delta_rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
     for d in c.deltas:
         result = d.result
         yield {

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Row, Select, select
 from sqlalchemy.orm import Session
 
 from ablate.backend.db import series_codec
@@ -182,6 +182,21 @@ def list_runs(
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of runs, newest first, and the cursor of the next page (None at the end)."""
     limit = max(1, min(limit, MAX_PAGE))
+    query = _filtered(session, filters)
+    if query is None:
+        return [], None
+    if cursor:
+        query = query.where(Run.id < decode_cursor(cursor))
+    rows = session.execute(query.order_by(Run.id.desc()).limit(limit + 1)).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if not rows:
+        return [], None
+    return _items(session, rows), (encode_cursor(rows[-1][0]) if more else None)
+
+
+def _filtered(session: Session, filters: RunFilters) -> Select[*tuple[Any, ...]] | None:
+    """The query of the runs the filters select, or None when a name in them matches nothing."""
     query = select(*_COLUMNS)
     for kind, column in (
         ("release", Run.release_id),
@@ -193,7 +208,7 @@ def list_runs(
         if names:
             ids = [i for name in names if (i := _id_for(session, kind, name)) is not None]
             if not ids:
-                return [], None
+                return None
             query = query.where(column.in_(ids))
     if filters.run_ids:
         query = query.where(Run.id.in_(list(filters.run_ids)))
@@ -205,13 +220,11 @@ def list_runs(
         query = query.where(Run.study_id == filters.study_id)
     if filters.excluded is not None:
         query = query.where(Run.excluded_at.is_not(None) if filters.excluded else Run.excluded_at.is_(None))
-    if cursor:
-        query = query.where(Run.id < decode_cursor(cursor))
-    rows = session.execute(query.order_by(Run.id.desc()).limit(limit + 1)).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if not rows:
-        return [], None
+    return query
+
+
+def _items(session: Session, rows: Sequence[Row[*tuple[Any, ...]]]) -> list[dict[str, Any]]:
+    """The list's items of rows of ``_COLUMNS``: names for ids, summary metrics, progress."""
     metrics: dict[int, dict[str, float]] = {}
     for run_id, name, value in session.execute(
         select(RunMetric.run_id, RunMetric.name, RunMetric.value).where(
@@ -223,7 +236,7 @@ def list_runs(
     variants = _labels(session, "variant", {r[3] for r in rows})
     workloads = _labels(session, "workload", {r[4] for r in rows})
     clusters = _labels(session, "cluster", {r[5] for r in rows})
-    items = [
+    return [
         {
             "id": run_id,
             "study_id": study_id,
@@ -267,7 +280,6 @@ def list_runs(
             exclusion_reason,
         ) in rows
     ]
-    return items, (encode_cursor(rows[-1][0]) if more else None)
 
 
 def stored_metric_names(session: Session) -> set[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,7 +26,9 @@ def main(db_url: str, data_dir: str, node_dir: str, release: str) -> None:
     with own_ray(db_url, [{"num_cpus": 1}] * 3, "ablate-node-loss") as (nodes, database):
         settings = make_settings(Path(data_dir), max_concurrent_runs=1, placement_timeout_s=60.0)
         dispatcher = Dispatcher(settings, database, runners={"fake": FakeRunner})
-        dispatcher.start()
+        stop = threading.Event()
+        thread = threading.Thread(target=dispatcher.run_forever, args=(stop,), name="node-loss-dispatcher")
+        thread.start()
         try:
             end = time.monotonic() + DEADLINE_S
             ranks: dict[str, str] = {}
@@ -43,7 +46,8 @@ def main(db_url: str, data_dir: str, node_dir: str, release: str) -> None:
                 time.sleep(0.2)
             print(json.dumps({"killed": victim.node_id}))
         finally:
-            dispatcher.stop()
+            stop.set()
+            thread.join(30.0)
 
 
 if __name__ == "__main__":

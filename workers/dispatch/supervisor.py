@@ -2,9 +2,9 @@
 
 The bare loop (:meth:`Dispatcher.run_forever`) ends on the first error, which suits ``ablate
 dispatcher`` (its process exits and compose restarts it) but not a thread inside the API server,
-which would go on answering while nothing runs. Here each failed iteration is logged, the state says
-``restarting`` (``/readyz`` reports it) and the loop tries again after a backoff that doubles from
-:data:`FIRST_BACKOFF_S` to :data:`MAX_BACKOFF_S`, back to the first after an iteration goes through.
+which would go on answering while nothing runs. Here it is a :class:`SupervisedLoop`: each failed
+iteration is logged, the state says ``restarting`` (``/readyz`` reports it) and the loop tries again
+after a backoff that doubles from 0.5 s to 30 s, back to the first after an iteration goes through.
 
 A database error keeps the dispatcher and its runs in flight: the outcomes it could not record are
 recorded on the next try, and leases not renewed meanwhile are renewed (or, past ``lease_s``, the
@@ -21,10 +21,8 @@ afresh (or re-joins ``ABLATE_RAY_ADDRESS``) until one connects, and the waiting 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -32,33 +30,26 @@ from sqlalchemy.exc import SQLAlchemyError
 from ablate.backend.config import Settings
 from ablate.backend.db.database import Database
 from ablate.backend.domain.runner import Runner
+from ablate.backend.services.supervised import LoopStatus, SupervisedLoop
 from ablate.workers.dispatch import claims, ray_runtime
 from ablate.workers.dispatch.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
-FIRST_BACKOFF_S = 0.5
-MAX_BACKOFF_S = 30.0
-
-State = Literal["running", "restarting", "stopped"]
 RayState = Literal["connected", "lost", "disconnected"]
 
 
 @dataclass(frozen=True)
-class SupervisorStatus:
-    """What ``/readyz`` reports of the in-process dispatcher."""
+class SupervisorStatus(LoopStatus):
+    """What ``/readyz`` reports of the in-process dispatcher: its loop's status, its id and Ray's."""
 
-    state: State
-    restarts: int  # failed iterations since start, each followed by a retry
-    last_error: str | None  # "OperationalError: ..." of the latest, cut to 300 characters
-    seconds_since_error: float | None
     owner: str | None  # the dispatcher's id in the database (a fresh one after a Ray error)
     ray: RayState  # lost: the dispatcher's Ray is gone and is being restarted (or re-joined)
     ray_address: str | None  # the GCS address connected to
     ray_lost: str | None  # why Ray was lost, while it is
 
 
-class SupervisedDispatcher:
+class SupervisedDispatcher(SupervisedLoop):
     """Runs a :class:`Dispatcher` in a thread, retrying with backoff after errors; ``start``/``stop``."""
 
     def __init__(
@@ -68,31 +59,24 @@ class SupervisedDispatcher:
         *,
         runners: Mapping[str, Callable[[], Runner]] | None = None,
     ) -> None:
+        super().__init__("ablate-dispatcher", settings.dispatcher_poll_s)
         self.settings = settings
         self.database = database
         self.runners = runners  # runner factories handed to each dispatcher (tests)
         self.dispatcher: Dispatcher | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._state: State = "stopped"
-        self._restarts = 0
-        self._last_error: str | None = None
-        self._error_at: float | None = None
         self._ray_lost: str | None = None
         self._waiting: list[int] = []  # clusters whose queued runs were told they wait for Ray
 
     def status(self) -> SupervisorStatus:
+        loop = self.loop_status()
         with self._lock:
-            since = None if self._error_at is None else round(time.monotonic() - self._error_at, 1)
             current = self.dispatcher
-            owner = current.owner if current is not None else None
-            connected = current is not None and current.submitter.connected
-            ray: RayState = "lost" if self._ray_lost else "connected" if connected else "disconnected"
-            address = current.ray_address if connected and current is not None else None
-            return SupervisorStatus(
-                self._state, self._restarts, self._last_error, since, owner, ray, address, self._ray_lost
-            )
+            lost = self._ray_lost
+        owner = current.owner if current is not None else None
+        connected = current is not None and current.submitter.connected
+        ray: RayState = "lost" if lost else "connected" if connected else "disconnected"
+        address = current.ray_address if connected and current is not None else None
+        return SupervisorStatus(**asdict(loop), owner=owner, ray=ray, ray_address=address, ray_lost=lost)
 
     def start(self) -> None:
         """Connect to Ray on the calling thread (``ray.init`` installs signal handlers: the event
@@ -100,62 +84,38 @@ class SupervisedDispatcher:
         fails the start, as before: nothing would ever run."""
         self.dispatcher = Dispatcher(self.settings, self.database, runners=self.runners)
         self.dispatcher.connect()
-        self._stop.clear()
-        self._state = "running"
-        self._thread = threading.Thread(target=self._supervise, name="ablate-dispatcher", daemon=True)
-        self._thread.start()
+        super().start()
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
-
-    def _set(self, state: State, error: BaseException | None = None) -> None:
+    def prepare(self) -> None:
+        if self.dispatcher is None:  # retired after an error: a fresh one
+            fresh = Dispatcher(self.settings, self.database, runners=self.runners)
+            fresh.connect()
+            self.dispatcher = fresh
+            if self._ray_lost:
+                log.warning("dispatcher %s: Ray is back at %s", fresh.owner, fresh.ray_address)
         with self._lock:
-            self._state = state
-            if error is not None:
-                self._restarts += 1
-                self._last_error = f"{type(error).__name__}: {error}"[:300]
-                self._error_at = time.monotonic()
+            self._ray_lost = None
+        if self._waiting:
+            with self.database.transaction() as session:
+                claims.clear_waiting_for_ray(session, self._waiting)
+            self._waiting = []
 
-    def _supervise(self) -> None:
-        delay = FIRST_BACKOFF_S
-        poll = self.settings.dispatcher_poll_s
-        while not self._stop.is_set():
-            try:
-                if self.dispatcher is None:
-                    fresh = Dispatcher(self.settings, self.database, runners=self.runners)
-                    fresh.connect()
-                    self.dispatcher = fresh
-                    if self._ray_lost:
-                        log.warning("dispatcher %s: Ray is back at %s", fresh.owner, fresh.ray_address)
-                with self._lock:
-                    self._ray_lost = None
-                if self._waiting:
-                    with self.database.transaction() as session:
-                        claims.clear_waiting_for_ray(session, self._waiting)
-                    self._waiting = []
-                self._set("running")
-                while not self._stop.is_set():
-                    busy = self.dispatcher.step(wait_s=min(0.2, poll))
-                    delay = FIRST_BACKOFF_S  # an iteration went through
-                    if not busy:
-                        self._stop.wait(poll)
-            except Exception as exc:
-                self._set("restarting", exc)
-                if isinstance(exc, SQLAlchemyError):
-                    log.warning("dispatcher: database error, retrying in %.1f s: %s", delay, exc)
-                elif lost := self._lost_reason(exc):
-                    log.warning("dispatcher: Ray lost (%s); reconnecting in %.1f s", lost, delay)
-                    self._on_ray_lost(lost)
-                else:
-                    log.exception("dispatcher failed; starting a fresh one in %.1f s", delay)
-                    self._retire()
-                self._stop.wait(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
+    def step(self) -> bool:
+        assert self.dispatcher is not None  # prepare() made one
+        return self.dispatcher.step(wait_s=min(0.2, self.poll_s))
+
+    def on_error(self, exc: Exception, delay_s: float) -> None:
+        if isinstance(exc, SQLAlchemyError):
+            log.warning("dispatcher: database error, retrying in %.1f s: %s", delay_s, exc)
+        elif lost := self._lost_reason(exc):
+            log.warning("dispatcher: Ray lost (%s); reconnecting in %.1f s", lost, delay_s)
+            self._on_ray_lost(lost)
+        else:
+            log.exception("dispatcher failed; starting a fresh one in %.1f s", delay_s)
+            self._retire()
+
+    def cleanup(self) -> None:
         self._retire()
-        self._set("stopped")
 
     def _lost_reason(self, exc: Exception) -> str | None:
         """Why Ray is lost when ``exc`` came from that (None for other errors)."""

@@ -1,33 +1,49 @@
-"""Log parsers for the command runner: ``get_parser(name, options)``."""
+"""Log parsers for the command runner: ``get_parser(name, options)``.
+
+Parsers are found through the ``ablate.parsers`` entry points (Ablate's own are declared in its
+pyproject.toml; a team's package declares its own, see docs/runners.md): each names a
+:class:`LogParser` subclass, built with the options mapping.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ablate.backend.domain.plugins import PARSERS_GROUP, PluginGroup, PluginLoadError
 from ablate.workers.parsers.base import LogParser, ParseResult, StepRecord
-from ablate.workers.parsers.deepspeed import DeepSpeedParser
-from ablate.workers.parsers.jsonl import JsonlParser
-from ablate.workers.parsers.megatron import MegatronParser
-from ablate.workers.parsers.mllog import MllogParser
-from ablate.workers.parsers.regex import RegexParser
 
-PARSERS: dict[str, type[LogParser]] = {
-    p.name: p for p in (JsonlParser, MllogParser, DeepSpeedParser, MegatronParser, RegexParser)
-}
+PARSERS = PluginGroup(PARSERS_GROUP, "parser")
+
+
+def register_parser(name: str, factory: Callable[[dict[str, Any]], LogParser]) -> None:
+    """Add a parser in this process only (tests); a package adds one with an ``ablate.parsers``
+    entry point."""
+    PARSERS.register(name, factory)
 
 
 def known_parsers() -> list[str]:
-    return sorted(PARSERS)
+    return PARSERS.names()
 
 
 def get_parser(name: str, options: Mapping[str, Any] | None = None) -> LogParser:
     """A fresh parser. Options: ``seq_len``/``global_batch`` (context for token rates) plus the
-    parser's own. Unknown names and bad options raise ValueError."""
-    cls = PARSERS.get(name)
-    if cls is None:
-        raise ValueError(f"unknown parser {name!r}; known parsers: {', '.join(known_parsers())}")
-    return cls(dict(options or {}))
+    parser's own. Unknown names, parsers that cannot be loaded and bad options raise ValueError."""
+    parser = PARSERS.load(name)(dict(options or {}))
+    if not isinstance(parser, LogParser):
+        raise PluginLoadError(
+            f"parser {name!r} (group {PARSERS_GROUP!r}) made a {type(parser).__name__}, "
+            "not a LogParser (ablate.workers.parsers.base)"
+        )
+    return parser
 
 
-__all__ = ["PARSERS", "LogParser", "ParseResult", "StepRecord", "get_parser", "known_parsers"]
+__all__ = [
+    "PARSERS",
+    "LogParser",
+    "ParseResult",
+    "StepRecord",
+    "get_parser",
+    "known_parsers",
+    "register_parser",
+]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import shlex
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from ablate.backend.domain.states import FailureKind
 from ablate.workers.parsers import LogParser, get_parser
 from ablate.workers.parsers.summary import context_for, no_metrics_reason, summarize
 from ablate.workers.runners import hostload
-from ablate.workers.runners.process import ProcessGroup, describe_returncode, start_run_process
+from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, start_run_process
 
 NAME = "command"
 _CPU_IMPOSSIBLE = {"accl": "ACCL needs GPU/PPU collectives", "ac2": "AC2 is a GPU/PPU golden image"}
@@ -83,29 +84,75 @@ class CommandRunner:
         return None
 
     def run(self, spec: RunSpec, progress: ProgressCallback | None = None) -> RunResult:
-        env_used = dict(spec.env)
         if err := self.check_factors(spec.factors, spec.accelerator):
-            return RunResult.failed(err, "benchmark", environment=env_used)
-        opts, w = spec.runner_options, spec.workload
-        parser_name = str(w.get("parser") or opts.get("parser") or "jsonl")
+            return RunResult.failed(err, "benchmark", environment=dict(spec.env))
         try:
-            argv = _argv(opts.get("command"))
-            parser = get_parser(
-                parser_name,
-                {
-                    "seq_len": w.get("seq_len"),
-                    "global_batch": w.get("global_batch"),
-                    **(opts.get("parser_options") or {}),
-                },
-            )
+            cmd = _resolve(spec)
         except ValueError as exc:
-            return RunResult.failed(f"invalid command run: {exc}", "benchmark", environment=env_used)
-        env_used.update(launch_env(spec))
-        warmup = int(w.get("warmup_steps") or 0)
-        total = int(opts.get("total_steps") or warmup + int(w.get("measured_steps") or 0) or 0)
-        per_device = spec.launch == "per-device"
-        log_path = Path(spec.log_file(spec.rank if per_device else None))
-        prov = {
+            return RunResult.failed(f"invalid command run: {exc}", "benchmark", environment=dict(spec.env))
+        group = ProcessGroup()
+        host_start = hostload.sample(gpu=spec.accelerator.lower() == "gpu")
+        t0 = time.monotonic()
+        try:
+            start_run_process(
+                group, spec, cmd.argv, cmd.env, log_path=cmd.log_path, rank=cmd.rank,
+                cwd=spec.runner_options.get("cwd"),
+            )  # fmt: skip
+        except (OSError, ValueError) as exc:
+            return RunResult.failed(
+                f"could not start command {cmd.argv[0]!r}: {exc}",
+                "infrastructure",
+                provenance=cmd.provenance,
+                environment=cmd.env,
+            )
+        out = group.wait(spec.timeout_s, _progress_reader(cmd, progress))[0]
+        elapsed = time.monotonic() - t0
+        cmd.provenance.update(
+            hostload.provenance(host_start, hostload.sample(gpu=host_start.gpu_pids is not None))
+        )
+        return _outcome(spec, cmd, out, elapsed)
+
+
+@dataclass
+class _Command:
+    """A command run as resolved from its spec, before anything starts."""
+
+    argv: list[str]
+    parser: LogParser
+    parser_name: str
+    env: dict[str, str]  # the spec's environment and the launch variables: what the command sees
+    warmup: int
+    total: int  # steps expected, for progress when the log does not say (0: unknown)
+    log_path: Path
+    rank: int | None  # the rank a per-device process logs as, else None
+    provenance: dict[str, str]
+
+
+def _resolve(spec: RunSpec) -> _Command:
+    """The command, its parser and its environment; ValueError for a bad command or parser."""
+    opts, w = spec.runner_options, spec.workload
+    parser_name = str(w.get("parser") or opts.get("parser") or "jsonl")
+    argv = _argv(opts.get("command"))
+    parser = get_parser(
+        parser_name,
+        {
+            "seq_len": w.get("seq_len"),
+            "global_batch": w.get("global_batch"),
+            **(opts.get("parser_options") or {}),
+        },
+    )
+    warmup = int(w.get("warmup_steps") or 0)
+    rank = spec.rank if spec.launch == "per-device" else None
+    return _Command(
+        argv=argv,
+        parser=parser,
+        parser_name=parser_name,
+        env=dict(spec.env) | launch_env(spec),
+        warmup=warmup,
+        total=int(opts.get("total_steps") or warmup + int(w.get("measured_steps") or 0) or 0),
+        log_path=Path(spec.log_file(rank)),
+        rank=rank,
+        provenance={
             "runner": NAME,
             "host": socket.gethostname(),
             "command": shlex.join(argv),
@@ -113,82 +160,66 @@ class CommandRunner:
             "variant": str(spec.variant.get("name", "")),
             "factors": ",".join(spec.factors),
             "launch": spec.launch,
-        }
-        group = ProcessGroup()
-        host_start = hostload.sample(gpu=spec.accelerator.lower() == "gpu")
-        t0 = time.monotonic()
-        try:
-            start_run_process(
-                group, spec, argv, env_used, log_path=log_path, rank=spec.rank if per_device else None,
-                cwd=opts.get("cwd"),
-            )  # fmt: skip
-        except (OSError, ValueError) as exc:
-            return RunResult.failed(
-                f"could not start command {argv[0]!r}: {exc}",
-                "infrastructure",
-                provenance=prov,
-                environment=env_used,
-            )
+        },
+    )
 
-        def on_line(_index: int, line: str) -> None:
-            for rec in parser.feed(line):
-                if progress is not None:
-                    progress(
-                        rec.step, parser.total_steps or total or rec.step, _tokens_per_s(rec.values, parser)
-                    )
 
-        out = group.wait(spec.timeout_s, on_line)[0]
-        elapsed = time.monotonic() - t0
-        prov.update(hostload.provenance(host_start, hostload.sample(gpu=host_start.gpu_pids is not None)))
-        if out.log_error:  # the run went on without its log (full disk): its metrics are kept, the gap said
-            prov["log_error"] = out.log_error[:500]
-        parsed = parser.finish()
-        prov["malformed_lines"] = str(parsed.malformed_lines)
-        prov["step_records"] = str(len(parsed.steps))
-        if parsed.malformed_examples:
-            prov["first_malformed_line"] = parsed.malformed_examples[0]
+def _progress_reader(cmd: _Command, progress: ProgressCallback | None) -> Callable[[int, str], None]:
+    """Feeds each output line to the parser and reports each step record it yields."""
 
-        def fail(error: str, kind: FailureKind) -> RunResult:
-            return RunResult.failed(
-                error,
-                kind,
-                log_tail=out.tail_text,
-                log_path=out.log_path,
-                provenance=prov,
-                environment=env_used,
-            )
+    def on_line(_index: int, line: str) -> None:
+        parser = cmd.parser
+        for rec in parser.feed(line):
+            if progress is not None:
+                progress(
+                    rec.step, parser.total_steps or cmd.total or rec.step, _tokens_per_s(rec.values, parser)
+                )
 
-        if out.cancelled is not None:
-            return fail(f"cancelled: {out.cancelled}", "infrastructure")
-        if out.timed_out:
-            return fail(f"timed out after {spec.timeout_s:g} s (process group killed)", "timeout")
-        code = out.returncode if out.returncode is not None else -9
-        if code != 0:
-            return fail(
-                f"command {describe_returncode(code)}{last_words(out.tail_text)}",
-                "infrastructure" if code < 0 else "benchmark",
-            )
-        metrics, series = summarize(parsed, context_for(w, spec.cluster, parser))
-        if not metrics and spec.rank != 0:
-            # Only global rank 0 must report: the other nodes' launchers (and ranks) usually print no
-            # metrics; their exit code is what counts.
-            return RunResult(
-                status="succeeded", provenance=prov, log_tail=out.tail_text, log_path=out.log_path,
-                environment=env_used,
-            )  # fmt: skip
-        if not metrics:
-            why = no_metrics_reason(parser_name, parsed, warmup)
-            return fail(f"command printed no metrics: {why}", "benchmark")
-        metrics.setdefault("elapsed_s", (elapsed, "s"))
-        return RunResult(
-            status="succeeded",
-            metrics=metrics,
-            series=series,
-            provenance=prov,
-            log_tail=out.tail_text,
-            log_path=out.log_path,
-            environment=env_used,
+    return on_line
+
+
+def _outcome(spec: RunSpec, cmd: _Command, out: ProcOutcome, elapsed: float) -> RunResult:
+    """The result of a command that ran: how it ended, and what its log says."""
+    parsed = cmd.parser.finish()
+    prov = cmd.provenance
+    if out.log_error:  # the run went on without its log (full disk): its metrics are kept, the gap said
+        prov["log_error"] = out.log_error[:500]
+    prov["malformed_lines"] = str(parsed.malformed_lines)
+    prov["step_records"] = str(len(parsed.steps))
+    if parsed.malformed_examples:
+        prov["first_malformed_line"] = parsed.malformed_examples[0]
+    # every outcome carries the log and what ran; a failure adds its reason, a success its numbers
+    ran = RunResult(
+        status="succeeded",
+        log_tail=out.tail_text,
+        log_path=out.log_path,
+        provenance=prov,
+        environment=cmd.env,
+    )
+
+    def fail(error: str, kind: FailureKind) -> RunResult:
+        return replace(ran, status="failed", error=error, failure_kind=kind)
+
+    if out.cancelled is not None:
+        return fail(f"cancelled: {out.cancelled}", "infrastructure")
+    if out.timed_out:
+        return fail(f"timed out after {spec.timeout_s:g} s (process group killed)", "timeout")
+    code = out.returncode if out.returncode is not None else -9
+    if code != 0:
+        return fail(
+            f"command {describe_returncode(code)}{last_words(out.tail_text)}",
+            "infrastructure" if code < 0 else "benchmark",
         )
+    metrics, series = summarize(parsed, context_for(spec.workload, spec.cluster, cmd.parser))
+    if not metrics and spec.rank != 0:
+        # Only global rank 0 must report: the other nodes' launchers (and ranks) usually print no
+        # metrics; their exit code is what counts.
+        return ran
+    if not metrics:
+        why = no_metrics_reason(cmd.parser_name, parsed, cmd.warmup)
+        return fail(f"command printed no metrics: {why}", "benchmark")
+    metrics.setdefault("elapsed_s", (elapsed, "s"))
+    return replace(ran, metrics=metrics, series=series)
 
 
 def last_words(tail: str | None, lines: int = 2, limit: int = 300) -> str:

@@ -1,31 +1,26 @@
 """The webhook worker of an API process: a thread that delivers due outbox rows and turns new
-verdicts into events, supervised like the in-process dispatcher (an error is logged, the state says
-``restarting``, and the loop tries again after a backoff doubling from 0.5 s to 30 s)."""
+verdicts into events, a :class:`SupervisedLoop` like the in-process dispatcher (an error is logged, the
+state says ``restarting``, and the loop tries again after a backoff doubling from 0.5 s to 30 s)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
-import threading
 import uuid
 from dataclasses import dataclass
-from typing import Literal
 
 import httpx
 from sqlalchemy.exc import SQLAlchemyError
 
 from ablate.backend.config import Settings
 from ablate.backend.db.database import Database
+from ablate.backend.services.supervised import State, SupervisedLoop
 from ablate.backend.services.webhooks import delivery, watch
 
 log = logging.getLogger(__name__)
 
-FIRST_BACKOFF_S = 0.5
-MAX_BACKOFF_S = 30.0
 BATCH = 8  # deliveries claimed at once (each leased for webhook_lease_s)
-
-State = Literal["running", "restarting", "stopped"]
 
 
 @dataclass(frozen=True)
@@ -36,37 +31,19 @@ class WorkerStatus:
     owner: str
 
 
-class WebhookWorker:
+class WebhookWorker(SupervisedLoop):
     """``start()`` / ``stop()``; :meth:`step` is one pass (claim, deliver, record; then the watch)."""
 
     def __init__(self, settings: Settings, database: Database) -> None:
+        super().__init__("ablate-webhooks", settings.webhook_poll_s)
         self.settings = settings
         self.database = database
         self.owner = f"webhooks@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._state: State = "stopped"
-        self._restarts = 0
-        self._last_error: str | None = None
         self._client: httpx.Client | None = None
 
     def status(self) -> WorkerStatus:
-        with self._lock:
-            return WorkerStatus(self._state, self._restarts, self._last_error, self.owner)
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._state = "running"
-        self._thread = threading.Thread(target=self._supervise, name="ablate-webhooks", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop after the current attempt; deliveries still leased go out again once their lease ends."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        loop = self.loop_status()
+        return WorkerStatus(loop.state, loop.restarts, loop.last_error, self.owner)
 
     def _http(self) -> httpx.Client:
         if self._client is None:
@@ -110,7 +87,7 @@ class WebhookWorker:
                 watch.mark_all_checked(session)
             return len(dirty)
         for release_id, version in dirty:
-            if self._stop.is_set():
+            if self.stopping:
                 break
             try:
                 watch.check_release(self.database, self.settings, release_id, version)
@@ -128,28 +105,9 @@ class WebhookWorker:
         busy = self.check_releases() > 0 or busy
         return busy
 
-    def _set(self, state: State, error: BaseException | None = None) -> None:
-        with self._lock:
-            self._state = state
-            if error is not None:
-                self._restarts += 1
-                self._last_error = f"{type(error).__name__}: {error}"[:300]
+    def on_error(self, exc: Exception, delay_s: float) -> None:
+        log.warning("webhook worker: %s; retrying in %.1f s", exc, delay_s)
 
-    def _supervise(self) -> None:
-        delay = FIRST_BACKOFF_S
-        while not self._stop.is_set():
-            try:
-                self._set("running")
-                while not self._stop.is_set():
-                    busy = self.step()
-                    delay = FIRST_BACKOFF_S
-                    if not busy:
-                        self._stop.wait(self.settings.webhook_poll_s)
-            except Exception as exc:
-                self._set("restarting", exc)
-                log.warning("webhook worker: %s; retrying in %.1f s", exc, delay)
-                self._stop.wait(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
+    def cleanup(self) -> None:
         if self._client is not None:
             self._client.close()
-        self._set("stopped")
