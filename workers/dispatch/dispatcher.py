@@ -78,6 +78,8 @@ class Dispatcher:
         self._next_reap = 0.0
         self._fence_due = False  # this dispatcher expired devices: fence on the next tick, not a reap later
         self._ray_address = ""
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
 
     @property
     def executions(self) -> dict[int, Execution]:
@@ -99,10 +101,11 @@ class Dispatcher:
     def alive_nodes(self) -> list[NodeInfo]:
         return self.submitter.alive_nodes()
 
-    def run_forever(self, stop: threading.Event) -> None:
+    def run_forever(self, stop: threading.Event | None = None) -> None:
         """Claim and watch runs until ``stop`` is set, then give back what is in flight. An error ends
         it (``ablate dispatcher`` exits and is restarted); ``ablate serve`` runs it supervised instead
         (:mod:`ablate.workers.dispatch.supervisor`)."""
+        stop = stop or self._stop
         self.connect()
         try:
             while not stop.is_set():
@@ -110,6 +113,19 @@ class Dispatcher:
                     stop.wait(self.settings.dispatcher_poll_s)
         finally:
             self.shutdown()
+
+    def start(self) -> None:
+        """Run in a background thread, unsupervised (tests that drive a dispatcher beside them)."""
+        self.connect()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run_forever, name="ablate-dispatcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
 
     def shutdown(self) -> None:
         """Record what finished already; stop every in-flight run and give it back to the queue (same
