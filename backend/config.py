@@ -125,6 +125,13 @@ class Settings(BaseSettings):
         ge=2,
         description="Earlier releases with data the lookback needs before it gives a verdict.",
     )
+    comparison_cache_runs: int = Field(
+        default=200_000,
+        ge=0,
+        description="Runs whose built release comparisons each process keeps in memory, least recently "
+        "used out first (a comparison weighs the runs of its release and baseline; 0: none kept). A kept "
+        "comparison is reused only while no write has changed what it read.",
+    )
     log_level: str = Field(default="info", description="Log level of the service.")
     server_url: str = Field(
         default="http://127.0.0.1:8000",

@@ -9,7 +9,8 @@ other run is counted per cell and reported as missing.
 The analysis runs once per build, batched: every ladder of the release in one
 ``analyze_ladders`` call, every release-over-release check in one ``compare_releases_many`` call
 and every lookback in one ``lookback_many`` call, so each is one Benjamini-Hochberg family (the
-comparisons of one release). Nothing is memoised: a build after new data costs the same as any other.
+comparisons of one release). A build is kept in memory and reused while the versions of what it read
+are unchanged (:mod:`.cache`): a write that commits before a read begins makes that read build afresh.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import adaptive, catalog, images
 from ablate.backend.services.comparison import failures
+from ablate.backend.services.comparison.cache import GLOBAL, cache_for, family_versions
 from ablate.backend.services.comparison.loading import (
     ANALYSED_ERROR,
     ANALYSED_STATUS,
@@ -122,6 +124,14 @@ def build_release_comparison(
     missing is listed in ``missing`` and per cell in ``cells``.
     """
     opts = options or ComparisonOptions()
+    cache = cache_for(session)
+    # The versions first: whatever the build reads afterwards is at least this new (cache.py).
+    versions = None
+    if cache is not None:
+        images = [catalog.parse_release_ref(ref)[0]]
+        if baseline_ref is not None:
+            images.append(catalog.parse_release_ref(baseline_ref, "baseline")[0])
+        versions = family_versions(session, images)
     release = catalog.get_release(session, ref)
     family = order_family(session.scalars(select(Release).where(Release.image == release.image)))
     index = next(i for i, r in enumerate(family) if r.id == release.id)
@@ -136,6 +146,50 @@ def build_release_comparison(
         baseline = family[index - 1] if index > 0 else None
         source = "previous" if baseline else "none"
 
+    key: tuple[Any, ...] | None = None
+    read = [release.id, *([baseline.id] if baseline else []), *(r.id for r in history)]
+    # A release made after the versions were read has none: built, not kept.
+    if cache is not None and versions is not None and all(i in versions for i in read):
+        key = (
+            release.id,
+            source,
+            baseline.id if baseline else None,
+            tuple(r.id for r in history),
+            opts,
+            tuple(versions[i] for i in read),
+            versions[GLOBAL],
+        )
+        hit = cache.get(key)
+        if isinstance(hit, _Kept):
+            return _with_adaptive(session, hit)
+    kept = _build(session, release, baseline, source, history, opts)
+    if cache is not None and key is not None:
+        cache.put(key, kept, len(kept.comparison.runs) + len(kept.comparison.deltas))
+    return _with_adaptive(session, kept)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A comparison as cached: all but the adaptive studies' summaries, which are read on every call
+    (they follow the studies' own rows, which the versions do not count)."""
+
+    comparison: ReleaseComparison
+    studies: tuple[int, ...]  # the studies of the release's runs
+
+
+def _with_adaptive(session: Session, kept: _Kept) -> ReleaseComparison:
+    # Where each adaptive study of the release stopped (issue 28): added here, apart from _assemble.
+    return replace(kept.comparison, adaptive=tuple(adaptive.for_studies(session, kept.studies)))
+
+
+def _build(
+    session: Session,
+    release: Release,
+    baseline: Release | None,
+    source: str,
+    history: Sequence[Release],
+    opts: ComparisonOptions,
+) -> _Kept:
     ids = [release.id] + ([baseline.id] if baseline else [])
     rows = load_rows(session, release_ids=ids)
     if baseline is not None and keep_same_session_baseline(rows, release.id, baseline.id):
@@ -180,9 +234,8 @@ def build_release_comparison(
         verdict_values,
         frozenset(busy),
     )
-    # Where each adaptive study of the release stopped (issue 28): added here, apart from _assemble.
-    studies = (r.study_id for r in rows.runs.values() if r.release_id == release.id)
-    return replace(_assemble(loaded, opts), adaptive=tuple(adaptive.for_studies(session, studies)))
+    studies = {r.study_id for r in rows.runs.values() if r.release_id == release.id}
+    return _Kept(_assemble(loaded, opts), tuple(sorted(s for s in studies if s is not None)))
 
 
 ValuesByRelease = Mapping[int, Mapping[Cell, Mapping[str, list[float]]]]

@@ -1,0 +1,160 @@
+"""comparison versions: a counter per release that the database bumps on every write a comparison reads
+
+``comparison_versions.version`` goes up in the same transaction as every insert, update and delete of
+the release's ``runs`` and ``run_metrics`` rows and every update of its ``releases`` row; the row of
+release id 0 goes up on what every comparison reads (updates and deletes of variants, workloads and
+clusters; any change of ``image_manifests``). Triggers, not the writers: every writer (ingest, the
+dispatcher's claims and status changes, exclusions, deletes, plain SQL) is counted, and one that is added
+later cannot forget it. A comparison is cached under the versions of the releases it read
+(``backend/services/comparison/cache.py``), so a cached result is never reused after a write commits.
+
+No foreign key: the runs' triggers fire while a release's cascade deletes them, and a deleted release's
+row is harmless (ids are never reused, migration 0013).
+
+SQLite drops a table's triggers when a batch migration rebuilds it: a later migration that rebuilds
+runs, run_metrics, releases, variants, workloads, clusters or image_manifests must create these
+triggers again (``tests/foundation/test_migrations.py`` checks that the head schema has them).
+
+Revision ID: 0015
+Revises: 0014
+Create Date: 2026-12-05
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0015"
+down_revision: str | None = "0014"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+GLOBAL = 0  # the version every comparison reads besides its releases'
+BUMP = "ON CONFLICT (release_id) DO UPDATE SET version = comparison_versions.version + 1"
+
+# (table, events) whose writes bump the global row.
+GLOBAL_TABLES = (
+    ("variants", ("UPDATE", "DELETE")),
+    ("workloads", ("UPDATE", "DELETE")),
+    ("clusters", ("UPDATE", "DELETE")),
+    ("image_manifests", ("INSERT", "UPDATE", "DELETE")),
+)
+
+
+def _pg_release_ids(table: str, rows: str) -> str:
+    """The release ids a statement's transition table ``rows`` touched."""
+    if table == "runs":
+        return f"SELECT release_id FROM {rows}"
+    return f"SELECT r.release_id FROM {rows} c JOIN runs r ON r.id = c.run_id"
+
+
+def _postgresql() -> list[str]:
+    # Statement-level triggers with transition tables: one upsert per statement, however many rows
+    # (a study's thousands of queued runs, an ingest's metrics), locking the rows in id order.
+    ddl: list[str] = []
+    for table in ("runs", "run_metrics"):
+        for event, tables, sources in (
+            ("INSERT", "NEW TABLE AS new_rows", ("new_rows",)),
+            ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows", ("new_rows", "old_rows")),
+            ("DELETE", "OLD TABLE AS old_rows", ("old_rows",)),
+        ):
+            name = f"comparison_version_{table}_{event.lower()}"
+            ids = " UNION ".join(_pg_release_ids(table, s) for s in sources)
+            ddl.append(
+                f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"INSERT INTO comparison_versions (release_id, version) "
+                f"SELECT DISTINCT release_id, 1 FROM ({ids}) AS touched ORDER BY release_id {BUMP}; "
+                "RETURN NULL; END $$"
+            )
+            ddl.append(
+                f"CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {tables} "
+                f"FOR EACH STATEMENT EXECUTE FUNCTION {name}()"
+            )
+    ddl.append(
+        "CREATE FUNCTION comparison_version_releases() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"INSERT INTO comparison_versions (release_id, version) VALUES (NEW.id, 1) {BUMP}; "
+        "RETURN NULL; END $$"
+    )
+    ddl.append(
+        "CREATE TRIGGER comparison_version_releases AFTER UPDATE ON releases "
+        "FOR EACH ROW EXECUTE FUNCTION comparison_version_releases()"
+    )
+    ddl.append(
+        "CREATE FUNCTION comparison_version_global() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"INSERT INTO comparison_versions (release_id, version) VALUES ({GLOBAL}, 1) {BUMP}; "
+        "RETURN NULL; END $$"
+    )
+    for table, events in GLOBAL_TABLES:
+        ddl.append(
+            f"CREATE TRIGGER comparison_version_{table} AFTER {' OR '.join(events)} ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION comparison_version_global()"
+        )
+    return ddl
+
+
+def _sqlite() -> list[str]:
+    # SQLite has row-level triggers only; one writer at a time, so the repeated upserts of one row are
+    # cheap in-place updates.
+    def upsert(select: str, where: str = "true") -> str:
+        # The WHERE is needed: SQLite's parser wants one before ON CONFLICT in INSERT ... SELECT.
+        return f"INSERT INTO comparison_versions (release_id, version) {select} WHERE {where} {BUMP};"
+
+    def of_run(ref: str) -> str:
+        return upsert("SELECT release_id, 1 FROM runs", f"id = {ref}")
+
+    ddl: list[str] = []
+    for event, body in (
+        ("INSERT", upsert("SELECT NEW.release_id, 1")),
+        (
+            "UPDATE",
+            upsert("SELECT NEW.release_id, 1")
+            + upsert("SELECT OLD.release_id, 1", "OLD.release_id != NEW.release_id"),
+        ),
+        ("DELETE", upsert("SELECT OLD.release_id, 1")),
+    ):
+        ddl.append(
+            f"CREATE TRIGGER comparison_version_runs_{event.lower()} AFTER {event} ON runs BEGIN {body} END"
+        )
+    for event, refs in (("INSERT", ("NEW",)), ("UPDATE", ("NEW", "OLD")), ("DELETE", ("OLD",))):
+        body = " ".join(of_run(f"{r}.run_id") for r in refs)
+        ddl.append(
+            f"CREATE TRIGGER comparison_version_run_metrics_{event.lower()} AFTER {event} ON run_metrics "
+            f"BEGIN {body} END"
+        )
+    ddl.append(
+        "CREATE TRIGGER comparison_version_releases AFTER UPDATE ON releases "
+        f"BEGIN {upsert('SELECT NEW.id, 1')} END"
+    )
+    for table, events in GLOBAL_TABLES:
+        for event in events:
+            ddl.append(
+                f"CREATE TRIGGER comparison_version_{table}_{event.lower()} AFTER {event} ON {table} "
+                f"BEGIN {upsert(f'SELECT {GLOBAL}, 1')} END"
+            )
+    return ddl
+
+
+def upgrade() -> None:
+    op.create_table(
+        "comparison_versions",
+        sa.Column("release_id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("version", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("release_id", name=op.f("pk_comparison_versions")),
+    )
+    bind = op.get_bind()
+    for statement in _postgresql() if bind.dialect.name == "postgresql" else _sqlite():
+        bind.exec_driver_sql(statement)
+
+
+def downgrade() -> None:
+    bind = op.get_bind()
+    if bind.dialect.name == "postgresql":
+        for statement in _postgresql():
+            if statement.startswith("CREATE FUNCTION"):
+                name = statement.split()[2].removesuffix("()")
+                bind.exec_driver_sql(f"DROP FUNCTION {name}() CASCADE")  # and its triggers
+    else:
+        for statement in _sqlite():
+            bind.exec_driver_sql(f"DROP TRIGGER {statement.split()[2]}")
+    op.drop_table("comparison_versions")
