@@ -94,7 +94,9 @@ def family_histories(
     """
     opts = options or ComparisonOptions()
     family = order_family(session.scalars(select(Release).where(Release.image == image)))
-    rows = load_rows(session, release_ids=[r.id for r in family]) if family else None
+    # Only the keys' cells: a family of dozens of releases of thousands of cells holds millions of rows.
+    cells = {(k.cluster, k.workload, k.variant) for k in keys}
+    rows = load_rows(session, release_ids=[r.id for r in family], cells=cells) if family else None
     values = values_by_release(rows, load_catalog(session, rows, family)) if rows else {}
     units = metric_units(rows) if rows else {}
 
