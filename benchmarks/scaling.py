@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _db import fresh_database, median_paired_ratio
@@ -160,18 +161,59 @@ def report_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
     )
 
 
+def _history_calls(
+    db: Any, key: Any, cluster_id: int | None
+) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any]]:
+    """(warm history, cold history, the floor's bare fetch) of one cell of ``report.IMAGE``."""
+    from report import IMAGE
+    from sqlalchemy import select
+
+    from ablate.backend.db.models import Release, Run, RunMetric, Variant, Workload
+    from ablate.backend.services.comparison.cache import cache_for
+    from ablate.backend.services.history import cell_history
+
+    def history() -> Any:
+        with db.read() as session:
+            return cell_history(session, IMAGE, key)
+
+    def cold() -> Any:
+        with db.read() as session:
+            cache = cache_for(session)
+        if cache is not None:
+            cache.clear()
+        return history()
+
+    def fetch() -> Any:
+        with db.read() as session:
+            query = (
+                select(Run.release_id, Run.status, RunMetric.name, RunMetric.value)
+                .join(RunMetric, RunMetric.run_id == Run.id)
+                .join(Release, Release.id == Run.release_id)
+                .join(Workload, Workload.id == Run.workload_id)
+                .join(Variant, Variant.id == Run.variant_id)
+                .where(
+                    Release.image == IMAGE,
+                    Run.cluster_id == cluster_id,
+                    Workload.name == key.workload,
+                    Variant.name == key.variant,
+                )
+            )
+            return session.connection().execute(query).all()
+
+    return history, cold, fetch
+
+
 def history_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
     """Wall time of the history of one cell and metric (``GET /api/v1/history``: its values, verdict
     and trend in every release of the family) over ``--family`` releases, against the cells of each
     release: cold (no kept comparison) and warm (nothing written since the last read), and the
     floor measured beside them: one bare fetch of that cell's runs and metrics in every release."""
-    from report import IMAGE, _time, _variant_names, seed_copy
+    from report import _time, _variant_names, seed_copy
     from sqlalchemy import select
 
     from ablate.backend.db.database import Database
-    from ablate.backend.db.models import Cluster, Release, Run, RunMetric, Variant, Workload
-    from ablate.backend.services.comparison.cache import cache_for
-    from ablate.backend.services.history import CellKey, cell_history
+    from ablate.backend.db.models import Cluster, Run, Workload
+    from ablate.backend.services.history import CellKey
 
     cold_ms: list[float | None] = []
     warm_ms: list[float | None] = []
@@ -194,36 +236,9 @@ def history_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
                     cluster_name = session.get(Cluster, cluster).name if cluster else ""
                 key = CellKey(cluster_name, str(workload), variant, "throughput_tokens_per_s")
 
-                def history() -> object:
-                    with db.read() as session:
-                        return cell_history(session, IMAGE, key)
-
-                def cold() -> object:
-                    with db.read() as session:
-                        cache = cache_for(session)
-                    if cache is not None:
-                        cache.clear()
-                    return history()
-
-                def fetch() -> object:
-                    with db.read() as session:
-                        query = (
-                            select(Run.release_id, Run.status, RunMetric.name, RunMetric.value)
-                            .join(RunMetric, RunMetric.run_id == Run.id)
-                            .join(Release, Release.id == Run.release_id)
-                            .join(Workload, Workload.id == Run.workload_id)
-                            .join(Variant, Variant.id == Run.variant_id)
-                            .where(
-                                Release.image == IMAGE,
-                                Run.cluster_id == cluster,
-                                Workload.name == key.workload,
-                                Variant.name == key.variant,
-                            )
-                        )
-                        return session.connection().execute(query).all()
-
+                history, cold, fetch = _history_calls(db, key, cluster)
                 got = cold()  # imports and first-build costs; not what is timed
-                assert len(got.history.entries) == args.family, got  # type: ignore[attr-defined]
+                assert len(got.history.entries) == args.family, got
                 fetch()
                 c_wall, w_wall, f_wall = [], [], []
                 for _ in range(args.reps):
