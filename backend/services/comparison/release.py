@@ -179,7 +179,9 @@ class _Kept:
 
 def _with_adaptive(session: Session, kept: _Kept) -> ReleaseComparison:
     # Where each adaptive study of the release stopped (issue 28): added here, apart from _assemble.
-    return replace(kept.comparison, adaptive=tuple(adaptive.for_studies(session, kept.studies)))
+    found = tuple(adaptive.for_studies(session, kept.studies))
+    # Without adaptive studies the kept object itself, with the JSON text it keeps (model.json_text).
+    return replace(kept.comparison, adaptive=found) if found else kept.comparison
 
 
 def _build(
