@@ -11,7 +11,7 @@ write leaves it and its data as they were) and release ids are never reused (mig
 
 Each process keeps its own cache (several API workers: several caches; correctness comes from the
 versions, not from telling processes). One cache per engine, so two databases never share entries,
-bounded by the runs its comparisons hold (``Settings.comparison_cache_runs``), least recently used
+bounded by the runs and deltas its comparisons hold (``Settings.comparison_cache_runs``), least recently used
 out first.
 """
 
@@ -32,7 +32,7 @@ GLOBAL = 0  # the row counting what every comparison reads (migration 0015)
 
 
 class ComparisonCache:
-    """A least-recently-used map whose bound is the summed weight of its values (runs they hold)."""
+    """A least-recently-used map whose bound is the summed weight of its values (runs and deltas)."""
 
     def __init__(self, max_weight: int) -> None:
         self.max_weight = max_weight
