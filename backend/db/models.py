@@ -481,11 +481,12 @@ class ReleaseWatch(Base):
 
 
 class ComparisonVersion(Base):
-    """A counter per release that the database's triggers bump on every write a comparison of it reads
-    (its runs, their metrics, its release row; migration 0015); release id 0 counts what every
-    comparison reads (catalog rows, image manifests). A cached comparison is reused only while the
-    versions it was built at are current (``services/comparison/cache.py``). No foreign key: the
-    triggers fire while a release's cascade deletes its runs."""
+    """A version per release that the database's triggers change, to a value never given before, on
+    every write a comparison of it reads (its runs, their metrics, its release row; migration 0015);
+    release id 0 counts what every comparison reads (catalog rows, image manifests). A cached
+    comparison is reused only while the versions it was built at are current
+    (``services/comparison/cache.py``). No foreign key: the triggers fire while a release's cascade
+    deletes its runs."""
 
     __tablename__ = "comparison_versions"
 

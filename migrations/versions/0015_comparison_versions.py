@@ -1,8 +1,8 @@
-"""comparison versions: a counter per release that the database bumps on every write a comparison reads
+"""comparison versions: a version per release that the database changes on every write a comparison reads
 
-``comparison_versions.version`` goes up in the same transaction as every insert, update and delete of
-the release's ``runs`` and ``run_metrics`` rows and every update of its ``releases`` row; the row of
-release id 0 goes up on what every comparison reads (updates and deletes of variants, workloads and
+``comparison_versions.version`` takes a value never given before in the same transaction as every
+insert, update and delete of the release's ``runs`` and ``run_metrics`` rows and every update of its
+``releases`` row; the row of release id 0 changes on what every comparison reads (updates and deletes of variants, workloads and
 clusters; any change of ``image_manifests``). Triggers, not the writers: every writer (ingest, the
 dispatcher's claims and status changes, exclusions, deletes, plain SQL) is counted, and one that is added
 later cannot forget it. A comparison is cached under the versions of the releases it read
@@ -31,7 +31,11 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 GLOBAL = 0  # the version every comparison reads besides its releases'
-BUMP = "ON CONFLICT (release_id) DO UPDATE SET version = comparison_versions.version + 1"
+# A version is a value never given twice, not a counter: a write that rolls back takes its value with
+# it, so a build made inside that transaction can never match a later version. PostgreSQL: a sequence
+# (a rollback does not return its numbers); SQLite: a random 64-bit number.
+SEQUENCE = "comparison_version_seq"
+BUMP = "ON CONFLICT (release_id) DO UPDATE SET version = excluded.version"
 
 # (table, events) whose writes bump the global row.
 GLOBAL_TABLES = (
@@ -52,7 +56,7 @@ def _pg_release_ids(table: str, rows: str) -> str:
 def _postgresql() -> list[str]:
     # Statement-level triggers with transition tables: one upsert per statement, however many rows
     # (a study's thousands of queued runs, an ingest's metrics), locking the rows in id order.
-    ddl: list[str] = []
+    ddl: list[str] = [f"CREATE SEQUENCE {SEQUENCE}"]
     for table in ("runs", "run_metrics"):
         for event, tables, sources in (
             ("INSERT", "NEW TABLE AS new_rows", ("new_rows",)),
@@ -64,8 +68,8 @@ def _postgresql() -> list[str]:
             ddl.append(
                 f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                 f"INSERT INTO comparison_versions (release_id, version) "
-                f"SELECT DISTINCT release_id, 1 FROM ({ids}) AS touched ORDER BY release_id {BUMP}; "
-                "RETURN NULL; END $$"
+                f"SELECT release_id, nextval('{SEQUENCE}') FROM (SELECT DISTINCT release_id FROM ({ids}) "
+                f"AS touched) AS ids ORDER BY release_id {BUMP}; RETURN NULL; END $$"
             )
             ddl.append(
                 f"CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {tables} "
@@ -73,7 +77,7 @@ def _postgresql() -> list[str]:
             )
     ddl.append(
         "CREATE FUNCTION comparison_version_releases() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"INSERT INTO comparison_versions (release_id, version) VALUES (NEW.id, 1) {BUMP}; "
+        f"INSERT INTO comparison_versions (release_id, version) VALUES (NEW.id, nextval('{SEQUENCE}')) {BUMP}; "
         "RETURN NULL; END $$"
     )
     ddl.append(
@@ -82,7 +86,8 @@ def _postgresql() -> list[str]:
     )
     ddl.append(
         "CREATE FUNCTION comparison_version_global() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-        f"INSERT INTO comparison_versions (release_id, version) VALUES ({GLOBAL}, 1) {BUMP}; "
+        f"INSERT INTO comparison_versions (release_id, version) VALUES ({GLOBAL}, nextval('{SEQUENCE}')) "
+        f"{BUMP}; "
         "RETURN NULL; END $$"
     )
     for table, events in GLOBAL_TABLES:
@@ -101,17 +106,17 @@ def _sqlite() -> list[str]:
         return f"INSERT INTO comparison_versions (release_id, version) {select} WHERE {where} {BUMP};"
 
     def of_run(ref: str) -> str:
-        return upsert("SELECT release_id, 1 FROM runs", f"id = {ref}")
+        return upsert("SELECT release_id, random() FROM runs", f"id = {ref}")
 
     ddl: list[str] = []
     for event, body in (
-        ("INSERT", upsert("SELECT NEW.release_id, 1")),
+        ("INSERT", upsert("SELECT NEW.release_id, random()")),
         (
             "UPDATE",
-            upsert("SELECT NEW.release_id, 1")
-            + upsert("SELECT OLD.release_id, 1", "OLD.release_id != NEW.release_id"),
+            upsert("SELECT NEW.release_id, random()")
+            + upsert("SELECT OLD.release_id, random()", "OLD.release_id != NEW.release_id"),
         ),
-        ("DELETE", upsert("SELECT OLD.release_id, 1")),
+        ("DELETE", upsert("SELECT OLD.release_id, random()")),
     ):
         ddl.append(
             f"CREATE TRIGGER comparison_version_runs_{event.lower()} AFTER {event} ON runs BEGIN {body} END"
@@ -124,13 +129,13 @@ def _sqlite() -> list[str]:
         )
     ddl.append(
         "CREATE TRIGGER comparison_version_releases AFTER UPDATE ON releases "
-        f"BEGIN {upsert('SELECT NEW.id, 1')} END"
+        f"BEGIN {upsert('SELECT NEW.id, random()')} END"
     )
     for table, events in GLOBAL_TABLES:
         for event in events:
             ddl.append(
                 f"CREATE TRIGGER comparison_version_{table}_{event.lower()} AFTER {event} ON {table} "
-                f"BEGIN {upsert(f'SELECT {GLOBAL}, 1')} END"
+                f"BEGIN {upsert(f'SELECT {GLOBAL}, random()')} END"
             )
     return ddl
 
@@ -150,7 +155,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "postgresql":
-        for statement in _postgresql():
+        for statement in _postgresql()[1:]:
             if statement.startswith("CREATE FUNCTION"):
                 name = statement.split()[2].removesuffix("()")
                 bind.exec_driver_sql(f"DROP FUNCTION {name}() CASCADE")  # and its triggers
@@ -158,3 +163,5 @@ def downgrade() -> None:
         for statement in _sqlite():
             bind.exec_driver_sql(f"DROP TRIGGER {statement.split()[2]}")
     op.drop_table("comparison_versions")
+    if bind.dialect.name == "postgresql":
+        bind.exec_driver_sql(f"DROP SEQUENCE {SEQUENCE}")

@@ -185,6 +185,28 @@ def test_a_write_during_a_build_never_leaves_a_stale_build(standard: Database) -
     assert next(r for r in after.runs if r.run_id == run_id).status == RunStatus.cancelled
 
 
+def test_a_build_inside_a_rolled_back_write_is_never_reused(standard: Database) -> None:
+    """A build made in a transaction that wrote (its versions changed, not committed) and rolled back,
+    then another write committed: the next read must show the committed write, not the rolled-back
+    one. (With counters, both writes would have taken the same next value.)"""
+    c = _kept(standard)
+    first, second = _run_id(c, "25.12", repeat=0), _run_id(c, "25.12", repeat=1)
+
+    class RolledBack(Exception):
+        pass
+
+    with pytest.raises(RolledBack), standard.transaction() as s:
+        hygiene.exclude_run(s, first, "never committed", WHO)
+        s.flush()
+        inside = svc.build_release_comparison(s, REF, options=OPTS)
+        assert next(r for r in inside.runs if r.run_id == first).status == "excluded"
+        raise RolledBack
+    with standard.transaction() as s:
+        hygiene.exclude_run(s, second, "committed", WHO)
+    status = {r.run_id: r.status for r in _build(standard).runs}
+    assert (status[first], status[second]) == (RunStatus.succeeded, "excluded")
+
+
 def test_the_cache_is_bounded_by_the_runs_it_holds() -> None:
     cache = ComparisonCache(max_weight=10)
     cache.put("a", 1, 4)

@@ -2,12 +2,14 @@
 
 A release comparison reads the runs and metrics of the release, its baseline and its lookback
 releases, their release rows, and catalog rows and image manifests. The database's triggers
-(migration 0015) bump ``comparison_versions`` in the same transaction as every write of those rows,
-whoever writes them. A build first reads the versions (one query), then everything else, and is
+(migration 0015) give ``comparison_versions`` a new value in the same transaction as every write of
+those rows, whoever writes them. A build first reads the versions (one query), then everything else, and is
 kept under the versions it read: its data is at least that new. A later read reuses it only when it
 reads the same versions, that is when no write has committed since; a write acknowledged before a
-read began has bumped a version, so the read builds afresh. A version never goes down (a rolled-back
-write leaves it and its data as they were) and release ids are never reused (migration 0013).
+read began has changed a version, so the read builds afresh. A version value is never given twice
+(a sequence on PostgreSQL, a random 64-bit number on SQLite): a build made inside a transaction that
+wrote and then rolled back is kept under values no later write takes. Release ids are never reused
+(migration 0013).
 
 Each process keeps its own cache (several API workers: several caches; correctness comes from the
 versions, not from telling processes). One cache per engine, so two databases never share entries,
