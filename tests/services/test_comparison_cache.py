@@ -20,6 +20,7 @@ from ablate.backend.schemas.results import ResultsBatch
 from ablate.backend.services import comparison as svc
 from ablate.backend.services import hygiene
 from ablate.backend.services.comparison.cache import ComparisonCache, cache_for
+from ablate.backend.services.history import CellKey, cell_history
 from ablate.backend.services.ingest import submit_results
 from ablate.backend.services.tokens import Principal
 from tests.reports import seed
@@ -205,6 +206,32 @@ def test_a_build_inside_a_rolled_back_write_is_never_reused(standard: Database) 
         hygiene.exclude_run(s, second, "committed", WHO)
     status = {r.run_id: r.status for r in _build(standard).runs}
     assert (status[first], status[second]) == (RunStatus.succeeded, "excluded")
+
+
+def test_a_cell_history_sees_a_write_after_a_kept_read(standard: Database) -> None:
+    """The history reads each release's verdicts, kept apart from full comparisons: a plain-SQL write
+    that makes 25.12's Base on llama 30% slower turns its verdict to regressed on the next read."""
+    key = CellKey(seed.CLUSTER["name"], LLAMA, "Base", "throughput_tokens_per_s")
+
+    def entry() -> Any:
+        with standard.read() as s:
+            history = cell_history(s, seed.IMAGE, key, OPTS)
+        return next(e for e in history.history.entries if e.release == REF)
+
+    assert entry().verdict != "regressed"
+    assert entry().verdict != "regressed"  # kept
+    ids = [
+        r.run_id
+        for r in _build(standard).runs
+        if r.release == REF and (r.workload, r.variant) == (LLAMA, "Base")
+    ]
+    with standard.transaction() as s:
+        s.execute(
+            update(RunMetric)
+            .where(RunMetric.run_id.in_(ids), RunMetric.name == "throughput_tokens_per_s")
+            .values(value=RunMetric.value * 0.7)
+        )
+    assert entry().verdict == "regressed"
 
 
 def test_the_cache_is_bounded_by_the_runs_it_holds() -> None:

@@ -111,23 +111,23 @@ def _first_line(text: str | None) -> str | None:
     return line[:300] or None
 
 
-def build_release_comparison(
-    session: Session,
-    ref: str,
-    *,
-    baseline_ref: str | None = None,
-    options: ComparisonOptions | None = None,
-) -> ReleaseComparison:
-    """The comparison of release ``ref`` (``image:tag``) against ``baseline_ref`` or its previous tag.
+@dataclass(frozen=True)
+class _Target:
+    """What a build of ``ref`` reads, resolved, and the key its result is kept under (None: not kept)."""
 
-    Raises :class:`NotFound` for an unknown release. Never fails on a partial release: what is
-    missing is listed in ``missing`` and per cell in ``cells``.
-    """
-    opts = options or ComparisonOptions()
-    cache = cache_for(session)
-    # The versions first: whatever the build reads afterwards is at least this new (cache.py).
+    release: Release
+    baseline: Release | None
+    source: str  # previous | explicit | none
+    history: tuple[Release, ...]
+    key: tuple[Any, ...] | None
+
+
+def _target(
+    session: Session, ref: str, baseline_ref: str | None, opts: ComparisonOptions, keep: bool
+) -> _Target:
     versions = None
-    if cache is not None:
+    if keep:
+        # The versions first: whatever the build reads afterwards is at least this new (cache.py).
         images = [catalog.parse_release_ref(ref)[0]]
         if baseline_ref is not None:
             images.append(catalog.parse_release_ref(baseline_ref, "baseline")[0])
@@ -145,11 +145,10 @@ def build_release_comparison(
     else:
         baseline = family[index - 1] if index > 0 else None
         source = "previous" if baseline else "none"
-
     key: tuple[Any, ...] | None = None
     read = [release.id, *([baseline.id] if baseline else []), *(r.id for r in history)]
     # A release made after the versions were read has none: built, not kept.
-    if cache is not None and versions is not None and all(i in versions for i in read):
+    if versions is not None and all(i in versions for i in read):
         key = (
             release.id,
             source,
@@ -159,13 +158,78 @@ def build_release_comparison(
             tuple(versions[i] for i in read),
             versions[GLOBAL],
         )
-        hit = cache.get(key)
+    return _Target(release, baseline, source, tuple(history), key)
+
+
+def build_release_comparison(
+    session: Session,
+    ref: str,
+    *,
+    baseline_ref: str | None = None,
+    options: ComparisonOptions | None = None,
+) -> ReleaseComparison:
+    """The comparison of release ``ref`` (``image:tag``) against ``baseline_ref`` or its previous tag.
+
+    Raises :class:`NotFound` for an unknown release. Never fails on a partial release: what is
+    missing is listed in ``missing`` and per cell in ``cells``.
+    """
+    opts = options or ComparisonOptions()
+    cache = cache_for(session)
+    t = _target(session, ref, baseline_ref, opts, keep=cache is not None)
+    if cache is not None and t.key is not None:
+        hit = cache.get(t.key)
         if isinstance(hit, _Kept):
             return _with_adaptive(session, hit)
-    kept = _build(session, release, baseline, source, history, opts)
-    if cache is not None and key is not None:
-        cache.put(key, kept, len(kept.comparison.runs) + len(kept.comparison.deltas))
+    kept = _build(session, t.release, t.baseline, t.source, list(t.history), opts)
+    if cache is not None and t.key is not None:
+        cache.put(t.key, kept, len(kept.comparison.runs) + len(kept.comparison.deltas))
     return _with_adaptive(session, kept)
+
+
+# cluster, workload, variant, metric -> (summary verdict, indicated, improvement %) of the delta
+CellVerdicts = Mapping[tuple[str, str, str, str], tuple[str, str | None, float | None]]
+
+
+@dataclass(frozen=True)
+class ReleaseVerdicts:
+    """The verdict of every cell and metric of a release's comparison, and what it was against: what
+    a cell's history reads from each release of the family (a few percent of the comparison's size)."""
+
+    baseline: str | None  # the baseline release's ref
+    cells: CellVerdicts
+
+    @classmethod
+    def of(cls, comparison: ReleaseComparison) -> ReleaseVerdicts:
+        cells = {
+            (d.cluster, d.workload, d.variant, d.metric): (
+                d.summary_verdict,
+                d.result.indicated if d.result else None,
+                d.result.improvement_pct if d.result else None,
+            )
+            for d in comparison.deltas
+        }
+        return cls(comparison.baseline.ref if comparison.baseline else None, cells)
+
+
+def release_verdicts(
+    session: Session, ref: str, *, options: ComparisonOptions | None = None
+) -> ReleaseVerdicts:
+    """:class:`ReleaseVerdicts` of ``ref`` against its default baseline, kept apart from the full
+    comparisons (under the same versions): a history over dozens of releases of thousands of cells
+    reads them all, more than the cache holds of full comparisons."""
+    opts = options or ComparisonOptions()
+    cache = cache_for(session)
+    t = _target(session, ref, None, opts, keep=cache is not None)  # versions read before the build's
+    key = None if t.key is None else ("verdicts", *t.key)
+    if cache is not None and key is not None:
+        hit = cache.get(key)
+        if isinstance(hit, ReleaseVerdicts):
+            return hit
+    verdicts = ReleaseVerdicts.of(build_release_comparison(session, ref, options=opts))
+    if cache is not None and key is not None:
+        # About a tenth of the memory a run or delta of a full comparison weighs (cache.py).
+        cache.put(key, verdicts, len(verdicts.cells) // 10 + 1)
+    return verdicts
 
 
 @dataclass(frozen=True)
