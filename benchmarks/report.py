@@ -158,11 +158,12 @@ def seed_copy(db: Database, url: str, history: int, variants: int, workloads: in
 
 
 def _forget(db: Database) -> None:
-    """Empty the engine's cache of built comparisons (services/comparison/cache.py): a cold build."""
+    """Empty the engine's caches of built comparisons and verdicts (services/comparison/cache.py)."""
     with db.read() as session:
-        cache = cache_for(session)
-    if cache is not None:
-        cache.clear()
+        caches = (cache_for(session), cache_for(session, verdicts=True))
+    for cache in caches:
+        if cache is not None:
+            cache.clear()
 
 
 def cold_comparison(db: Database, ref: str) -> Callable[[], object]:

@@ -178,9 +178,10 @@ def _history_calls(
 
     def cold() -> Any:
         with db.read() as session:
-            cache = cache_for(session)
-        if cache is not None:
-            cache.clear()
+            caches = (cache_for(session), cache_for(session, verdicts=True))
+        for cache in caches:
+            if cache is not None:
+                cache.clear()
         return history()
 
     def fetch() -> Any:

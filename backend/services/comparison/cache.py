@@ -77,7 +77,11 @@ class ComparisonCache:
         return len(self._items)
 
 
-_caches: weakref.WeakKeyDictionary[Engine, ComparisonCache] = weakref.WeakKeyDictionary()
+# engine -> (full comparisons, release verdicts): two LRUs, so that a history scanning every release
+# of a family (more full comparisons than the budget holds) cannot push the small verdicts out.
+_caches: weakref.WeakKeyDictionary[Engine, tuple[ComparisonCache, ComparisonCache]] = (
+    weakref.WeakKeyDictionary()
+)
 _caches_lock = threading.Lock()
 
 
@@ -87,18 +91,19 @@ def _budget() -> int:
     return int(get_settings().comparison_cache_runs)
 
 
-def cache_for(session: Session) -> ComparisonCache | None:
-    """The cache of the session's engine; None when the budget is 0 (caching switched off)."""
+def cache_for(session: Session, *, verdicts: bool = False) -> ComparisonCache | None:
+    """The cache of full comparisons (``verdicts``: of release verdicts) of the session's engine; None
+    when the budget is 0 (caching switched off)."""
     bind = session.get_bind()
     engine = bind if isinstance(bind, Engine) else bind.engine
     with _caches_lock:
-        cache = _caches.get(engine)
-        if cache is None:
+        pair = _caches.get(engine)
+        if pair is None:
             budget = _budget()
             if budget <= 0:
                 return None
-            cache = _caches[engine] = ComparisonCache(budget)
-        return cache
+            pair = _caches[engine] = (ComparisonCache(budget), ComparisonCache(budget))
+        return pair[1] if verdicts else pair[0]
 
 
 def family_versions(session: Session, images: Iterable[str]) -> dict[int, int]:

@@ -218,17 +218,21 @@ def release_verdicts(
     comparisons (under the same versions): a history over dozens of releases of thousands of cells
     reads them all, more than the cache holds of full comparisons."""
     opts = options or ComparisonOptions()
-    cache = cache_for(session)
+    full, cache = cache_for(session), cache_for(session, verdicts=True)
     t = _target(session, ref, None, opts, keep=cache is not None)  # versions read before the build's
-    key = None if t.key is None else ("verdicts", *t.key)
-    if cache is not None and key is not None:
-        hit = cache.get(key)
+    if cache is not None and t.key is not None:
+        hit = cache.get(t.key)
         if isinstance(hit, ReleaseVerdicts):
             return hit
-    verdicts = ReleaseVerdicts.of(build_release_comparison(session, ref, options=opts))
-    if cache is not None and key is not None:
-        # About a tenth of the memory a run or delta of a full comparison weighs (cache.py).
-        cache.put(key, verdicts, len(verdicts.cells) // 10 + 1)
+    kept = full.get(t.key) if full is not None and t.key is not None else None
+    if not isinstance(kept, _Kept):
+        # Built, not kept among full comparisons: a history's scan of the family would push out the
+        # comparisons pages read.
+        kept = _build(session, t.release, t.baseline, t.source, list(t.history), opts)
+    verdicts = ReleaseVerdicts.of(kept.comparison)
+    if cache is not None and t.key is not None:
+        # About a tenth of the memory a run or delta of a full comparison weighs.
+        cache.put(t.key, verdicts, len(verdicts.cells) // 10 + 1)
     return verdicts
 
 
