@@ -11,6 +11,9 @@ later cannot forget it. A comparison is cached under the versions of the release
 No foreign key: the runs' triggers fire while a release's cascade deletes them, and a deleted release's
 row is harmless (ids are never reused, migration 0013).
 
+On PostgreSQL the triggers of runs, run_metrics and releases run at commit (deferred constraint
+triggers): the version row is the last lock a writer takes, so it joins no lock cycle.
+
 SQLite drops a table's triggers when a batch migration rebuilds it: a later migration that rebuilds
 runs, run_metrics, releases, variants, workloads, clusters or image_manifests must create these
 triggers again (``tests/foundation/test_migrations.py`` checks that the head schema has them).
@@ -46,43 +49,43 @@ GLOBAL_TABLES = (
 )
 
 
-def _pg_release_ids(table: str, rows: str) -> str:
-    """The release ids a statement's transition table ``rows`` touched."""
-    if table == "runs":
-        return f"SELECT release_id FROM {rows}"
-    return f"SELECT r.release_id FROM {rows} c JOIN runs r ON r.id = c.run_id"
-
-
 def _postgresql() -> list[str]:
-    # Statement-level triggers with transition tables: one upsert per statement, however many rows
-    # (a study's thousands of queued runs, an ingest's metrics), locking the rows in id order.
+    # Row-level constraint triggers deferred to commit: the version row of a release is locked at the
+    # very end of the writing transaction, after every other lock it takes. Taken mid-transaction (an
+    # immediate trigger), two dispatchers' claims deadlocked: one held a release's version row while
+    # waiting for the other's device rows, which waited for the version row.
     ddl: list[str] = [f"CREATE SEQUENCE {SEQUENCE}"]
-    for table in ("runs", "run_metrics"):
-        for event, tables, sources in (
-            ("INSERT", "NEW TABLE AS new_rows", ("new_rows",)),
-            ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows", ("new_rows", "old_rows")),
-            ("DELETE", "OLD TABLE AS old_rows", ("old_rows",)),
-        ):
-            name = f"comparison_version_{table}_{event.lower()}"
-            ids = " UNION ".join(_pg_release_ids(table, s) for s in sources)
-            ddl.append(
-                f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                f"INSERT INTO comparison_versions (release_id, version) "
-                f"SELECT release_id, nextval('{SEQUENCE}') FROM (SELECT DISTINCT release_id FROM ({ids}) "
-                f"AS touched) AS ids ORDER BY release_id {BUMP}; RETURN NULL; END $$"
-            )
-            ddl.append(
-                f"CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {tables} "
-                f"FOR EACH STATEMENT EXECUTE FUNCTION {name}()"
-            )
+    upsert = f"INSERT INTO comparison_versions (release_id, version) SELECT r, nextval('{SEQUENCE}') FROM"
+    for table, column, new_ids, old_ids in (
+        ("runs", "release_id", "SELECT NEW.release_id", "SELECT OLD.release_id"),
+        (
+            "run_metrics",
+            "run_id",
+            "SELECT release_id FROM runs WHERE id = NEW.run_id",
+            "SELECT release_id FROM runs WHERE id = OLD.run_id",  # none when its run is gone too
+        ),
+    ):
+        name = f"comparison_version_{table}"
+        ddl.append(
+            f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF TG_OP <> 'DELETE' THEN "
+            f"{upsert} ({new_ids}) AS ids (r) WHERE r IS NOT NULL {BUMP}; END IF; "
+            f"IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND OLD.{column} IS DISTINCT FROM NEW.{column}) THEN "
+            f"{upsert} ({old_ids}) AS ids (r) WHERE r IS NOT NULL {BUMP}; END IF; "
+            "RETURN NULL; END $$"
+        )
+        ddl.append(
+            f"CREATE CONSTRAINT TRIGGER {name} AFTER INSERT OR UPDATE OR DELETE ON {table} "
+            f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {name}()"
+        )
     ddl.append(
         "CREATE FUNCTION comparison_version_releases() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         f"INSERT INTO comparison_versions (release_id, version) VALUES (NEW.id, nextval('{SEQUENCE}')) {BUMP}; "
         "RETURN NULL; END $$"
     )
     ddl.append(
-        "CREATE TRIGGER comparison_version_releases AFTER UPDATE ON releases "
-        "FOR EACH ROW EXECUTE FUNCTION comparison_version_releases()"
+        "CREATE CONSTRAINT TRIGGER comparison_version_releases AFTER UPDATE ON releases "
+        "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION comparison_version_releases()"
     )
     ddl.append(
         "CREATE FUNCTION comparison_version_global() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "

@@ -79,7 +79,7 @@ def test_head_schema_has_the_comparison_version_triggers(db_url: str) -> None:
         "clusters",
         "image_manifests",
     }
-    assert len(found) == (11 if engine.dialect.name == "postgresql" else 16)
+    assert len(found) == (7 if engine.dialect.name == "postgresql" else 16)
 
 
 def test_round_trip_upgrade_downgrade_base_upgrade(empty_db_url: str) -> None:

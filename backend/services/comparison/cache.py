@@ -24,13 +24,14 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 
-from sqlalchemy import select
+from sqlalchemy import case, func, literal, select, union_all
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import ComparisonVersion, Release
 
 GLOBAL = 0  # the row counting what every comparison reads (migration 0015)
+WROTE = -1  # in family_versions' answer: 1 when the reading transaction has written (not a release)
 
 
 class ComparisonCache:
@@ -118,7 +119,13 @@ def family_versions(session: Session, images: Iterable[str]) -> dict[int, int]:
     shared = select(ComparisonVersion.release_id, ComparisonVersion.version).where(
         ComparisonVersion.release_id == GLOBAL
     )
-    rows = session.execute(family.union_all(shared)).all()
+    parts = [family, shared]
+    if session.get_bind().dialect.name == "postgresql":
+        # PostgreSQL's triggers run at commit: a transaction that has written reads versions that do
+        # not count its own writes yet, so what it builds is neither kept nor taken from the cache.
+        wrote = case((func.txid_current_if_assigned().is_(None), 0), else_=1)
+        parts.append(select(literal(WROTE), wrote))
+    rows = session.execute(union_all(*parts)).all()
     out = {int(rid): int(version or 0) for rid, version in rows}
     out.setdefault(GLOBAL, 0)
     return out

@@ -38,7 +38,7 @@ from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import adaptive, catalog, images
 from ablate.backend.services.comparison import failures
-from ablate.backend.services.comparison.cache import GLOBAL, cache_for, family_versions
+from ablate.backend.services.comparison.cache import GLOBAL, WROTE, cache_for, family_versions
 from ablate.backend.services.comparison.loading import (
     ANALYSED_ERROR,
     ANALYSED_STATUS,
@@ -148,7 +148,7 @@ def _target(
     key: tuple[Any, ...] | None = None
     read = [release.id, *([baseline.id] if baseline else []), *(r.id for r in history)]
     # A release made after the versions were read has none: built, not kept.
-    if versions is not None and all(i in versions for i in read):
+    if versions is not None and not versions.get(WROTE) and all(i in versions for i in read):
         key = (
             release.id,
             source,
