@@ -52,8 +52,9 @@ GLOBAL_TABLES = (
 def _postgresql() -> list[str]:
     # Row-level constraint triggers deferred to commit: the version row of a release is locked at the
     # very end of the writing transaction, after every other lock it takes. Taken mid-transaction (an
-    # immediate trigger), two dispatchers' claims deadlocked: one held a release's version row while
-    # waiting for the other's device rows, which waited for the version row.
+    # immediate trigger), one dispatcher could hold a release's version row while waiting for another's
+    # device rows, which waits for the version row (a concurrent-claims test failed once that way,
+    # most likely).
     ddl: list[str] = [f"CREATE SEQUENCE {SEQUENCE}"]
     upsert = f"INSERT INTO comparison_versions (release_id, version) SELECT r, nextval('{SEQUENCE}') FROM"
     for table, column, new_ids, old_ids in (
