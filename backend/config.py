@@ -125,6 +125,16 @@ class Settings(BaseSettings):
         ge=2,
         description="Earlier releases with data the lookback needs before it gives a verdict.",
     )
+    comparison_cache_runs: int = Field(
+        default=150_000,
+        ge=0,
+        description="Size of each process's cache of built release comparisons (and, apart, of the "
+        "release verdicts cell histories read), in runs plus deltas "
+        "(a comparison weighs the runs of its release and baseline plus its cell/metric deltas; about "
+        "3 kB each with its JSON text: a 10,000-cell release of 5 repeats is 120,000); least recently "
+        "used out first; 0: none kept. A kept comparison is reused only while no write has changed what "
+        "it read.",
+    )
     log_level: str = Field(default="info", description="Log level of the service.")
     server_url: str = Field(
         default="http://127.0.0.1:8000",

@@ -17,7 +17,13 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 PAGE = "scaling.html"
-ORDER = ("ingest", "report", "list_runs", "dispatch")  # the order; other figures after them
+ORDER = (
+    "ingest",
+    "report",
+    "history",
+    "list_runs",
+    "dispatch",
+)  # the order; other figures after them
 
 
 @dataclass

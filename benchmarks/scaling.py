@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/scaling.py --curve ingest      # points/s vs 1, 4, 16 clients
     PYTHONPATH=. .venv/bin/python benchmarks/scaling.py --curve report      # comparison vs 100..10,000 cells
+    PYTHONPATH=. .venv/bin/python benchmarks/scaling.py --curve history     # one cell over 30 releases
     PYTHONPATH=. .venv/bin/python benchmarks/scaling.py --curve list_runs   # p95 vs 100k and 1M runs
     PYTHONPATH=. .venv/bin/python benchmarks/scaling.py --curve dispatch    # runs/s vs 64..1,024 queued
     PYTHONPATH=. .venv/bin/python benchmarks/scaling.py --curve all --quick # small sizes, a smoke check
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _db import fresh_database, median_paired_ratio
@@ -31,12 +33,14 @@ RESULTS = Path(__file__).resolve().parent / "results"
 FULL: dict[str, list[int]] = {
     "ingest": [1, 4, 16],
     "report": [100, 1_000, 10_000],
+    "history": [100, 1_000],
     "list_runs": [100_000, 1_000_000],
     "dispatch": [64, 128, 256, 512, 1024],
 }
 QUICK: dict[str, list[int]] = {
     "ingest": [1, 4],
     "report": [10, 50],
+    "history": [10, 50],
     "list_runs": [2_000, 10_000],
     "dispatch": [16, 32],
 }
@@ -88,15 +92,19 @@ def ingest_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
 
 
 def report_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
-    """Wall and CPU time of the cold comparison JSON of the newest release against its size in cells
-    (variants x workloads), with ``--history`` earlier releases of the same grid."""
-    from report import _time, cold_comparison, seed, seed_copy
+    """Wall time of the comparison JSON of the newest release against its size in cells (variants x
+    workloads), with ``--history`` earlier releases of the same grid: cold (the cache of kept builds
+    emptied), warm (nothing written since the last read: the kept build, the JSON rendered again),
+    and the floor measured beside them: one bare fetch of the rows the comparison analyses."""
+    from report import _time, cold_comparison, floor_fetch, seed, seed_copy, warm_comparison
 
     from ablate.backend.db.database import Database
 
-    wall: list[float | None] = []
+    cold_ms: list[float | None] = []
     cpu: list[float | None] = []
-    seeded: list[str] = []
+    warm_ms: list[float | None] = []
+    floor_ms: list[float | None] = []
+    columns: dict[str, list[str]] = {"cold / floor": [], "warm / floor": [], f"seeded ({args.seed})": []}
     for cells in sizes:
         if cells % args.variants:
             raise SystemExit(f"{cells} cells is not a multiple of --variants {args.variants}")
@@ -110,24 +118,162 @@ def report_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
                 runs = (args.history + 1) * cells * args.repeats
                 cold = cold_comparison(db, ref)
                 cold()  # the first build in a process pays imports and caches; not what is timed
-                median, _, cpu_median = _time(cold, args.reps)
+                fetch = floor_fetch(db, ref)
+                fetch()
+                # Interleaved per rep, so the three see the same load on a shared machine.
+                c_wall, c_cpu, w_wall, f_wall = [], [], [], []
+                for _ in range(args.reps):
+                    median, _, cpu_median = _time(cold, 1)
+                    c_wall.append(median)
+                    c_cpu.append(cpu_median)
+                    w_wall.append(_time(warm_comparison(db, ref), 1)[0])
+                    f_wall.append(_time(fetch, 1)[0])
             finally:
                 db.dispose()
-        wall.append(median * 1000)
-        cpu.append(cpu_median * 1000)
-        seeded.append(f"{runs:,} runs in {took:.0f} s")
-        print(f"  {cells} cells: wall {median * 1000:.0f} ms, CPU {cpu_median * 1000:.0f} ms", flush=True)
+        cold_ms.append(statistics.median(c_wall) * 1000)
+        cpu.append(statistics.median(c_cpu) * 1000)
+        warm_ms.append(statistics.median(w_wall) * 1000)
+        floor_ms.append(statistics.median(f_wall) * 1000)
+        columns["cold / floor"].append(f"{median_paired_ratio(c_wall, f_wall):.1f}")
+        columns["warm / floor"].append(f"{median_paired_ratio(w_wall, f_wall):.2f}")
+        columns[f"seeded ({args.seed})"].append(f"{runs:,} runs in {took:.0f} s")
+        print(
+            f"  {cells} cells: cold {cold_ms[-1]:.0f} ms (CPU {cpu[-1]:.0f}), warm {warm_ms[-1]:.1f} ms, "
+            f"floor {floor_ms[-1]:.1f} ms",
+            flush=True,
+        )
     return Curve(
         name="report",
-        title=f"Release comparison (cold JSON), {args.variants} variants x N workloads, "
+        title=f"Release comparison JSON, {args.variants} variants x N workloads, "
         f"{args.repeats} repeats, {args.history} history releases",
         x_label="cells in the release",
         y_label="ms (median)",
         x=sizes,
-        series={"wall": wall, "CPU of this process": cpu},
-        columns={f"seeded ({args.seed})": seeded},
+        series={
+            "cold, wall": cold_ms,
+            "cold, CPU of this process": cpu,
+            "warm (kept build), wall": warm_ms,
+            "floor: bare fetch of its rows, wall": floor_ms,
+        },
+        columns=columns,
         log_y=True,
-        note=f"medians of {args.reps} reps",
+        note=f"medians of {args.reps} reps; ratios are medians of per-rep ratios against the floor",
+    )
+
+
+def _history_calls(
+    db: Any, key: Any, cluster_id: int | None
+) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any]]:
+    """(warm history, cold history, the floor's bare fetch) of one cell of ``report.IMAGE``."""
+    from report import IMAGE
+    from sqlalchemy import select
+
+    from ablate.backend.db.models import Release, Run, RunMetric, Variant, Workload
+    from ablate.backend.services.comparison.cache import cache_for
+    from ablate.backend.services.history import cell_history
+
+    def history() -> Any:
+        with db.read() as session:
+            return cell_history(session, IMAGE, key)
+
+    def cold() -> Any:
+        with db.read() as session:
+            caches = (cache_for(session), cache_for(session, verdicts=True))
+        for cache in caches:
+            if cache is not None:
+                cache.clear()
+        return history()
+
+    def fetch() -> Any:
+        with db.read() as session:
+            query = (
+                select(Run.release_id, Run.status, RunMetric.name, RunMetric.value)
+                .join(RunMetric, RunMetric.run_id == Run.id)
+                .join(Release, Release.id == Run.release_id)
+                .join(Workload, Workload.id == Run.workload_id)
+                .join(Variant, Variant.id == Run.variant_id)
+                .where(
+                    Release.image == IMAGE,
+                    Run.cluster_id == cluster_id,
+                    Workload.name == key.workload,
+                    Variant.name == key.variant,
+                )
+            )
+            return session.connection().execute(query).all()
+
+    return history, cold, fetch
+
+
+def history_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
+    """Wall time of the history of one cell and metric (``GET /api/v1/history``: its values, verdict
+    and trend in every release of the family) over ``--family`` releases, against the cells of each
+    release: cold (no kept comparison) and warm (nothing written since the last read), and the
+    floor measured beside them: one bare fetch of that cell's runs and metrics in every release."""
+    from report import _time, _variant_names, seed_copy
+    from sqlalchemy import select
+
+    from ablate.backend.db.database import Database
+    from ablate.backend.db.models import Cluster, Run, Workload
+    from ablate.backend.services.history import CellKey
+
+    cold_ms: list[float | None] = []
+    warm_ms: list[float | None] = []
+    floor_ms: list[float | None] = []
+    columns: dict[str, list[str]] = {"cold / floor": [], "warm / floor": [], "seeded (copy)": []}
+    for cells in sizes:
+        if cells % args.variants:
+            raise SystemExit(f"{cells} cells is not a multiple of --variants {args.variants}")
+        shape = (args.family - 1, args.variants, cells // args.variants, args.repeats)
+        with fresh_database() as url:
+            db = Database.from_url(url)
+            try:
+                t = time.perf_counter()
+                seed_copy(db, url, *shape)
+                took = time.perf_counter() - t
+                with db.read() as session:
+                    cluster = session.scalars(select(Run.cluster_id)).first()
+                    workload = session.scalars(select(Workload.name).order_by(Workload.id)).first()
+                    variant = _variant_names(args.variants)[-1]
+                    cluster_name = session.get(Cluster, cluster).name if cluster else ""
+                key = CellKey(cluster_name, str(workload), variant, "throughput_tokens_per_s")
+
+                history, cold, fetch = _history_calls(db, key, cluster)
+                got = cold()  # imports and first-build costs; not what is timed
+                assert len(got.history.entries) == args.family, got
+                fetch()
+                c_wall, w_wall, f_wall = [], [], []
+                for _ in range(args.reps):
+                    c_wall.append(_time(cold, 1)[0])
+                    w_wall.append(_time(history, 1)[0])
+                    f_wall.append(_time(fetch, 1)[0])
+            finally:
+                db.dispose()
+        cold_ms.append(statistics.median(c_wall) * 1000)
+        warm_ms.append(statistics.median(w_wall) * 1000)
+        floor_ms.append(statistics.median(f_wall) * 1000)
+        columns["cold / floor"].append(f"{median_paired_ratio(c_wall, f_wall):.0f}")
+        columns["warm / floor"].append(f"{median_paired_ratio(w_wall, f_wall):.1f}")
+        columns["seeded (copy)"].append(f"{args.family * cells * args.repeats:,} runs in {took:.0f} s")
+        print(
+            f"  {cells} cells x {args.family} releases: cold {cold_ms[-1]:.0f} ms, "
+            f"warm {warm_ms[-1]:.1f} ms, floor {floor_ms[-1]:.1f} ms",
+            flush=True,
+        )
+    return Curve(
+        name="history",
+        title=f"History of one cell over {args.family} releases, {args.variants} variants x N workloads, "
+        f"{args.repeats} repeats",
+        x_label="cells in each release",
+        y_label="ms (median)",
+        x=sizes,
+        series={
+            "cold (no kept comparison), wall": cold_ms,
+            "warm (kept comparisons), wall": warm_ms,
+            "floor: bare fetch of the cell's rows, wall": floor_ms,
+        },
+        columns=columns,
+        log_y=True,
+        note=f"medians of {args.reps} reps; ratios are medians of per-rep ratios against the floor",
     )
 
 
@@ -202,6 +348,7 @@ def dispatch_curve(args: argparse.Namespace, sizes: list[int]) -> Curve:
 CURVES: dict[str, Callable[[argparse.Namespace, list[int]], Curve]] = {
     "ingest": ingest_curve,
     "report": report_curve,
+    "history": history_curve,
     "list_runs": list_runs_curve,
     "dispatch": dispatch_curve,
 }
@@ -228,6 +375,7 @@ def main() -> None:
         "--history", type=int, help="earlier releases of the same grid (default 10; --quick 2)"
     )
     report.add_argument("--seed", choices=("ingest", "copy"), default="copy", help="how the runs are stored")
+    report.add_argument("--family", type=int, default=30, help="history: releases in the family")
     listing = parser.add_argument_group("list_runs")
     listing.add_argument("--requests", type=int, help="requests per query shape (default 200; --quick 20)")
     dispatch = parser.add_argument_group("dispatch")

@@ -479,3 +479,17 @@ class ReleaseWatch(Base):
     regressions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # when the comparison behind ``regressions`` began: an older one never overwrites it
     state_as_of: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class ComparisonVersion(Base):
+    """A version per release that the database's triggers change, to a value never given before, on
+    every write a comparison of it reads (its runs, their metrics, its release row; migration 0015);
+    release id 0 counts what every comparison reads (catalog rows, image manifests). A cached
+    comparison is reused only while the versions it was built at are current
+    (``services/comparison/cache.py``). No foreign key: the triggers fire while a release's cascade
+    deletes its runs."""
+
+    __tablename__ = "comparison_versions"
+
+    release_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    version: Mapped[int] = mapped_column(BigInteger)

@@ -15,6 +15,8 @@ def render_json(
 ) -> str:
     """Indented for the exported report (diffs line by line); ``indent=None`` is compact (what the API
     answers with). One encoder either way (:func:`~ablate.backend.services.comparison.json_text`)."""
+    if generated_at is None and isinstance(comparison, ReleaseComparison):
+        return comparison.json_text(indent)  # kept on the (immutable) comparison once made
     body = comparison.json_body()
     if generated_at is not None:
         body = {"generated_at": generated_at.isoformat(), **body}

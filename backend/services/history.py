@@ -23,7 +23,6 @@ from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison import (
     ComparisonOptions,
     ReleaseComparison,
-    build_release_comparison,
     order_family,
 )
 from ablate.backend.services.comparison.loading import (
@@ -32,6 +31,7 @@ from ablate.backend.services.comparison.loading import (
     metric_units,
     values_by_release,
 )
+from ablate.backend.services.comparison.release import ReleaseVerdicts, release_verdicts
 from ablate.backend.services.errors import NotFound
 from ablate.backend.services.runs import check_metric_names
 
@@ -94,7 +94,9 @@ def family_histories(
     """
     opts = options or ComparisonOptions()
     family = order_family(session.scalars(select(Release).where(Release.image == image)))
-    rows = load_rows(session, release_ids=[r.id for r in family]) if family else None
+    # Only the keys' cells: a family of dozens of releases of thousands of cells holds millions of rows.
+    cells = {(k.cluster, k.workload, k.variant) for k in keys}
+    rows = load_rows(session, release_ids=[r.id for r in family], cells=cells) if family else None
     values = values_by_release(rows, load_catalog(session, rows, family)) if rows else {}
     units = metric_units(rows) if rows else {}
 
@@ -102,37 +104,27 @@ def family_histories(
         by_metric = values.get(release.id, {}).get((key.cluster, key.workload, key.variant), {})
         return sorted(by_metric.get(key.metric, ()))
 
-    comparisons: dict[str, ReleaseComparison] = dict(built or {})
+    # Each release's verdicts (kept apart from full comparisons: see release_verdicts).
+    verdicts: dict[str, ReleaseVerdicts] = {ref: ReleaseVerdicts.of(c) for ref, c in (built or {}).items()}
     for index, release in enumerate(family):
         # A verdict needs values in this release; the first release has no previous one.
-        if index and release.ref not in comparisons and any(cell_values(release, k) for k in keys):
-            comparisons[release.ref] = build_release_comparison(session, release.ref, options=opts)
+        if index and release.ref not in verdicts and any(cell_values(release, k) for k in keys):
+            verdicts[release.ref] = release_verdicts(session, release.ref, options=opts)
 
     out = []
     for key in keys:
         inputs = []
         for release in family:
-            comp = comparisons.get(release.ref)
-            delta = None
-            if comp is not None:
-                delta = next(
-                    (
-                        d
-                        for d in comp.deltas
-                        if (d.cluster, d.workload, d.variant, d.metric)
-                        == (key.cluster, key.workload, key.variant, key.metric)
-                    ),
-                    None,
-                )
-            r = delta.result if delta else None
+            got = verdicts.get(release.ref)
+            cell = got.cells.get((key.cluster, key.workload, key.variant, key.metric)) if got else None
             inputs.append(
                 HistoryInput(
                     release=release.ref,
                     values=cell_values(release, key),
-                    verdict=delta.summary_verdict if delta else None,
-                    indicated=r.indicated if r else None,
-                    change_pct=r.improvement_pct if r else None,
-                    against=comp.baseline.ref if comp is not None and comp.baseline else None,
+                    verdict=cell[0] if cell else None,
+                    indicated=cell[1] if cell else None,
+                    change_pct=cell[2] if cell else None,
+                    against=got.baseline if got is not None else None,
                 )
             )
         history = release_history(

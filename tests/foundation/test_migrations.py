@@ -50,6 +50,38 @@ def test_models_and_migrations_do_not_drift(db_url: str) -> None:
     assert _drift(db_url) == []
 
 
+def test_head_schema_has_the_comparison_version_triggers(db_url: str) -> None:
+    """Cached comparisons rely on them (migration 0015); SQLite drops a table's triggers when a batch
+    migration rebuilds the table, so a later migration that forgets to make them again fails here."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                found = conn.execute(
+                    text(
+                        "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+                        "WHERE t.tgname LIKE 'comparison_version%'"
+                    )
+                ).all()
+            else:
+                found = conn.execute(
+                    text("SELECT tbl_name, name FROM sqlite_master WHERE type = 'trigger'")
+                ).all()
+    finally:
+        engine.dispose()
+    tables = {table for table, _name in found}
+    assert tables == {
+        "runs",
+        "run_metrics",
+        "releases",
+        "variants",
+        "workloads",
+        "clusters",
+        "image_manifests",
+    }
+    assert len(found) == (7 if engine.dialect.name == "postgresql" else 16)
+
+
 def test_round_trip_upgrade_downgrade_base_upgrade(empty_db_url: str) -> None:
     engine = make_engine(empty_db_url)
     migrate.upgrade(engine)

@@ -237,9 +237,14 @@ def test_fixed_number_of_queries(database: Database) -> None:
     statements.clear()
     _build(database)
     # 25.10 has no earlier release, so no lookback query; 25.12 adds exactly that one. (The seeded
-    # runs record image digests: one query reads what those images hold.)
-    assert len(statements) == small + 1 <= 9
+    # runs record image digests: one query reads what those images hold; one reads the versions the
+    # cache keys builds by.)
+    assert len(statements) == small + 1 <= 10
     assert sum("run_metrics" in s for s in statements) == 2  # release + baseline, then the lookback
+    statements.clear()
+    _build(database)  # nothing written since: kept, and read with the versions, release and family only
+    assert len(statements) == 3, statements
+    assert not any("run_metrics" in s for s in statements)
 
 
 def test_compare_two_sets_of_runs(standard: Database) -> None:

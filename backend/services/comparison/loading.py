@@ -57,7 +57,16 @@ class Rows:
     directions: dict[str, str] = field(default_factory=dict)
 
 
-def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequence[int] = ()) -> Rows:
+def load_rows(
+    session: Session,
+    release_ids: Sequence[int] = (),
+    run_ids: Sequence[int] = (),
+    *,
+    cells: Collection[Cell] | None = None,
+) -> Rows:
+    """The runs of ``release_ids`` (else the runs ``run_ids``) and their metrics; with ``cells``, only
+    runs whose cluster, workload and variant are among the cells' names (a superset of the cells
+    when there are several: the caller picks its cells by name)."""
     query = select(
         Run.id,
         Run.release_id,
@@ -78,6 +87,14 @@ def load_rows(session: Session, release_ids: Sequence[int] = (), run_ids: Sequen
         query = query.where(Run.release_id.in_(list(release_ids)))
     else:
         query = query.where(Run.id.in_(list(run_ids)))
+    if cells is not None:
+        # Ids by subquery: the index on (release, cluster, workload, variant) then reads only these cells.
+        for column, model, names in (
+            (Run.cluster_id, Cluster, {c[0] for c in cells}),
+            (Run.workload_id, Workload, {c[1] for c in cells}),
+            (Run.variant_id, Variant, {c[2] for c in cells}),
+        ):
+            query = query.where(column.in_(select(model.id).where(model.name.in_(sorted(names)))))
     rows = Rows()
     # Core rows, not ORM entities: tens of thousands of tuples load several times faster.
     result = session.connection().execute(query).all()  # one bulk fetch, not a fetch per row

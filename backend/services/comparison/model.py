@@ -30,7 +30,7 @@ from ablate.backend.analysis.stats import (
     NOISY_METHOD,
     SUMMARY_CI_METHOD,
 )
-from ablate.backend.services.comparison.jsontext import fields_of, to_jsonable
+from ablate.backend.services.comparison.jsontext import fields_of, json_text, to_jsonable
 
 SCHEMA_VERSION = "1.0"
 
@@ -393,6 +393,15 @@ class ReleaseComparison:
 
     def to_json_dict(self) -> dict[str, Any]:
         return to_jsonable(self.json_body())
+
+    def json_text(self, indent: int | None = None) -> str:
+        """Canonical JSON text of :meth:`json_body`, kept on the object once made: the object is
+        immutable, and a kept comparison (cache.py) answers many reads (at 10,000 cells the text takes
+        longer to make than the kept build takes to find)."""
+        texts: dict[int | None, str] = self.__dict__.setdefault("_texts", {})  # not a field: eq ignores it
+        if indent not in texts:
+            texts[indent] = json_text(self.json_body(), indent=indent)
+        return texts[indent]
 
     def json_body(self) -> dict[str, Any]:
         """The API body before conversion: fields (still dataclasses) plus the derived summaries."""

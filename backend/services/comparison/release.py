@@ -9,7 +9,8 @@ other run is counted per cell and reported as missing.
 The analysis runs once per build, batched: every ladder of the release in one
 ``analyze_ladders`` call, every release-over-release check in one ``compare_releases_many`` call
 and every lookback in one ``lookback_many`` call, so each is one Benjamini-Hochberg family (the
-comparisons of one release). Nothing is memoised: a build after new data costs the same as any other.
+comparisons of one release). A build is kept in memory and reused while the versions of what it read
+are unchanged (:mod:`.cache`): a write that commits before a read begins makes that read build afresh.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ablate.backend.db.models import Release, Run, RunStatus, Variant
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import adaptive, catalog, images
 from ablate.backend.services.comparison import failures
+from ablate.backend.services.comparison.cache import GLOBAL, WROTE, cache_for, family_versions
 from ablate.backend.services.comparison.loading import (
     ANALYSED_ERROR,
     ANALYSED_STATUS,
@@ -110,19 +112,27 @@ def _first_line(text: str | None) -> str | None:
     return line[:300] or None
 
 
-def build_release_comparison(
-    session: Session,
-    ref: str,
-    *,
-    baseline_ref: str | None = None,
-    options: ComparisonOptions | None = None,
-) -> ReleaseComparison:
-    """The comparison of release ``ref`` (``image:tag``) against ``baseline_ref`` or its previous tag.
+@dataclass(frozen=True)
+class _Target:
+    """What a build of ``ref`` reads, resolved, and the key its result is kept under (None: not kept)."""
 
-    Raises :class:`NotFound` for an unknown release. Never fails on a partial release: what is
-    missing is listed in ``missing`` and per cell in ``cells``.
-    """
-    opts = options or ComparisonOptions()
+    release: Release
+    baseline: Release | None
+    source: str  # previous | explicit | none
+    history: tuple[Release, ...]
+    key: tuple[Any, ...] | None
+
+
+def _target(
+    session: Session, ref: str, baseline_ref: str | None, opts: ComparisonOptions, keep: bool
+) -> _Target:
+    versions = None
+    if keep:
+        # The versions first: whatever the build reads afterwards is at least this new (cache.py).
+        images = [catalog.parse_release_ref(ref)[0]]
+        if baseline_ref is not None:
+            images.append(catalog.parse_release_ref(baseline_ref, "baseline")[0])
+        versions = family_versions(session, images)
     release = catalog.get_release(session, ref)
     family = order_family(session.scalars(select(Release).where(Release.image == release.image)))
     index = next(i for i, r in enumerate(family) if r.id == release.id)
@@ -136,7 +146,121 @@ def build_release_comparison(
     else:
         baseline = family[index - 1] if index > 0 else None
         source = "previous" if baseline else "none"
+    key: tuple[Any, ...] | None = None
+    read = [release.id, *([baseline.id] if baseline else []), *(r.id for r in history)]
+    # A release made after the versions were read has none: built, not kept.
+    if versions is not None and not versions.get(WROTE) and all(i in versions for i in read):
+        key = (
+            release.id,
+            source,
+            baseline.id if baseline else None,
+            tuple(r.id for r in history),
+            opts,
+            tuple(versions[i] for i in read),
+            versions[GLOBAL],
+        )
+    return _Target(release, baseline, source, tuple(history), key)
 
+
+def build_release_comparison(
+    session: Session,
+    ref: str,
+    *,
+    baseline_ref: str | None = None,
+    options: ComparisonOptions | None = None,
+) -> ReleaseComparison:
+    """The comparison of release ``ref`` (``image:tag``) against ``baseline_ref`` or its previous tag.
+
+    Raises :class:`NotFound` for an unknown release. Never fails on a partial release: what is
+    missing is listed in ``missing`` and per cell in ``cells``.
+    """
+    opts = options or ComparisonOptions()
+    cache = cache_for(session)
+    t = _target(session, ref, baseline_ref, opts, keep=cache is not None)
+    if cache is not None and t.key is not None:
+        hit = cache.get(t.key)
+        if isinstance(hit, _Kept):
+            return _with_adaptive(session, hit)
+    kept = _build(session, t.release, t.baseline, t.source, list(t.history), opts)
+    if cache is not None and t.key is not None:
+        cache.put(t.key, kept, len(kept.comparison.runs) + len(kept.comparison.deltas))
+    return _with_adaptive(session, kept)
+
+
+# cluster, workload, variant, metric -> (summary verdict, indicated, improvement %) of the delta
+CellVerdicts = Mapping[tuple[str, str, str, str], tuple[str, str | None, float | None]]
+
+
+@dataclass(frozen=True)
+class ReleaseVerdicts:
+    """The verdict of every cell and metric of a release's comparison, and what it was against: what
+    a cell's history reads from each release of the family (a few percent of the comparison's size)."""
+
+    baseline: str | None  # the baseline release's ref
+    cells: CellVerdicts
+
+    @classmethod
+    def of(cls, comparison: ReleaseComparison) -> ReleaseVerdicts:
+        cells = {
+            (d.cluster, d.workload, d.variant, d.metric): (
+                d.summary_verdict,
+                d.result.indicated if d.result else None,
+                d.result.improvement_pct if d.result else None,
+            )
+            for d in comparison.deltas
+        }
+        return cls(comparison.baseline.ref if comparison.baseline else None, cells)
+
+
+def release_verdicts(
+    session: Session, ref: str, *, options: ComparisonOptions | None = None
+) -> ReleaseVerdicts:
+    """:class:`ReleaseVerdicts` of ``ref`` against its default baseline, kept apart from the full
+    comparisons (under the same versions): a history over dozens of releases of thousands of cells
+    reads them all, more than the cache holds of full comparisons."""
+    opts = options or ComparisonOptions()
+    full, cache = cache_for(session), cache_for(session, verdicts=True)
+    t = _target(session, ref, None, opts, keep=cache is not None)  # versions read before the build's
+    if cache is not None and t.key is not None:
+        hit = cache.get(t.key)
+        if isinstance(hit, ReleaseVerdicts):
+            return hit
+    kept = full.get(t.key) if full is not None and t.key is not None else None
+    if not isinstance(kept, _Kept):
+        # Built, not kept among full comparisons: a history's scan of the family would push out the
+        # comparisons pages read.
+        kept = _build(session, t.release, t.baseline, t.source, list(t.history), opts)
+    verdicts = ReleaseVerdicts.of(kept.comparison)
+    if cache is not None and t.key is not None:
+        # About a tenth of the memory a run or delta of a full comparison weighs.
+        cache.put(t.key, verdicts, len(verdicts.cells) // 10 + 1)
+    return verdicts
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A comparison as cached: all but the adaptive studies' summaries, which are read on every call
+    (they follow the studies' own rows, which the versions do not count)."""
+
+    comparison: ReleaseComparison
+    studies: tuple[int, ...]  # the studies of the release's runs
+
+
+def _with_adaptive(session: Session, kept: _Kept) -> ReleaseComparison:
+    # Where each adaptive study of the release stopped (issue 28): added here, apart from _assemble.
+    found = tuple(adaptive.for_studies(session, kept.studies))
+    # Without adaptive studies the kept object itself, with the JSON text it keeps (model.json_text).
+    return replace(kept.comparison, adaptive=found) if found else kept.comparison
+
+
+def _build(
+    session: Session,
+    release: Release,
+    baseline: Release | None,
+    source: str,
+    history: Sequence[Release],
+    opts: ComparisonOptions,
+) -> _Kept:
     ids = [release.id] + ([baseline.id] if baseline else [])
     rows = load_rows(session, release_ids=ids)
     if baseline is not None and keep_same_session_baseline(rows, release.id, baseline.id):
@@ -181,9 +305,8 @@ def build_release_comparison(
         verdict_values,
         frozenset(busy),
     )
-    # Where each adaptive study of the release stopped (issue 28): added here, apart from _assemble.
-    studies = (r.study_id for r in rows.runs.values() if r.release_id == release.id)
-    return replace(_assemble(loaded, opts), adaptive=tuple(adaptive.for_studies(session, studies)))
+    studies = {r.study_id for r in rows.runs.values() if r.release_id == release.id}
+    return _Kept(_assemble(loaded, opts), tuple(sorted(s for s in studies if s is not None)))
 
 
 ValuesByRelease = Mapping[int, Mapping[Cell, Mapping[str, list[float]]]]
