@@ -81,6 +81,15 @@ class Settings(BaseSettings):
     max_attempts: int = Field(
         default=3, description="Attempts for a run that fails for infrastructure reasons (not the benchmark)."
     )
+    retry_backoff_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="Wait before the second attempt of a run that failed for infrastructure reasons, "
+        "doubling for each later attempt (a full or read-only disk may clear meanwhile). 0: at once.",
+    )
+    retry_backoff_max_s: float = Field(
+        default=60.0, gt=0, description="Longest wait between two attempts of one run."
+    )
     run_timeout_s: float = Field(default=3600.0, description="Default wall-clock limit of one run.")
     placement_timeout_s: float = Field(
         default=60.0,

@@ -66,7 +66,7 @@ def create_app(
     app.include_router(docs_routes.router)
     app.mount(docs_routes.ASSETS_URL, docs_routes.assets(), name="docs-assets")
     app.include_router(metrics.router)
-    # Before catalog: its GET /releases/{ref:path} would swallow /releases/{ref}/comparison and /report.
+    # The catalog's /releases/{ref} leaves /comparison and /report to these (backend/api/paths.py).
     app.include_router(comparison_routes.router, prefix=API_PREFIX)
     app.include_router(history_routes.router, prefix=API_PREFIX)
     app.include_router(images_routes.router, prefix=API_PREFIX)

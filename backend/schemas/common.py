@@ -103,7 +103,9 @@ def _ascii_id(value: object) -> object:
 
 
 # A row id as a request names it (path, query, body).
-DbId = Annotated[int, BeforeValidator(_ascii_id), Field(ge=1, le=MAX_DB_ID)]
+# The bounds first: after a BeforeValidator, pydantic writes them into the JSON schema as "ge"/"le",
+# which no client reads (the OpenAPI document then allowed 0 and ids past the bound).
+DbId = Annotated[int, Field(ge=1, le=MAX_DB_ID), BeforeValidator(_ascii_id)]
 
 # A query value holding run ids or a study id as text, e.g. ``baseline_runs=3,4,5``.
 IdText = Annotated[str, AfterValidator(ids_in_range)]

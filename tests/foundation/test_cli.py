@@ -118,6 +118,42 @@ def test_serve_migrates_embedded_sqlite_and_answers_probes(tmp_path: Path) -> No
         proc.wait(timeout=30)
 
 
+def test_serve_with_two_workers_starts_both_and_answers(db_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--workers 2``: uvicorn's worker processes on the app factory, every one started (each says so
+    in the log), answering; no in-process dispatcher (it would run once per worker), and the command
+    says to run ``ablate dispatcher`` beside it."""
+    url = db_factory.new("postgresql")
+    port = _free_port()
+    env = {**os.environ, "ABLATE_DATABASE_URL": url, "ABLATE_PORT": str(port), "ABLATE_LOG_LEVEL": "info"}
+    env["ABLATE_DATA_DIR"] = str(tmp_path)
+    out = tmp_path / "serve.log"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            [ABLATE, "serve", "--workers", "2", "--host", "127.0.0.1"], env=env, stdout=sink, stderr=sink
+        )
+    try:
+        deadline = time.monotonic() + 120
+        # both workers started (each logs it once), not only the first to answer
+        while out.read_text().count("Application startup complete") < 2:
+            assert proc.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, f"two workers did not start: {out.read_text()}"
+            time.sleep(0.3)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            ready = [client.get("/readyz") for _ in range(8)]
+            assert {r.status_code for r in ready} == {200}, ready[0].text
+            assert ready[0].json()["database"]["state"] == "ok"
+            assert ready[0].json()["dispatcher"] is None
+            assert client.get("/").status_code == 200
+        assert "run `ablate dispatcher` beside the server" in out.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert_one_line_error(
+        ablate("serve", "--workers", "2", "--dispatcher", "--port", "1", url=url),
+        "with --workers 2 pass --no-dispatcher",
+    )
+
+
 def test_serve_refuses_unmigrated_server_database(db_factory) -> None:  # type: ignore[no-untyped-def]
     url = db_factory.new("postgresql", migrated=False)
     assert_one_line_error(ablate("serve", "--port", "1", url=url), "run `ablate db upgrade`")

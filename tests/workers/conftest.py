@@ -56,6 +56,7 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
         "run_timeout_s": 120.0,
         "max_concurrent_runs": 2,
         "dispatcher_poll_s": 0.1,
+        "retry_backoff_s": 0.2,  # the retry path, kept short
     }
     values.update(overrides)
     return Settings(**values)

@@ -215,3 +215,36 @@ def test_a_log_directory_that_cannot_be_written_is_an_infrastructure_failure_ret
     (run,) = runs_of(database, study)
     assert (run.status, run.failure_kind, run.attempt) == ("failed", "infrastructure", 2), run.error
     assert run.error is not None and "refused a write" in run.error and "Not a directory" in run.error
+
+
+def test_a_disk_fault_that_clears_during_the_backoff_lets_the_retry_succeed(
+    ray_local: str, database: Database, tmp_path: Path
+) -> None:
+    """An infrastructure failure waits before its retry (doubling from ``retry_backoff_s``), holding
+    the run and saying so on it: a disk that refused the log (a data directory under a regular file,
+    refused for root too) and is repaired meanwhile costs one attempt, not the run. Without the delay
+    every attempt failed within a second."""
+    study = _one(database, {"write_log": True, "steps": 1})
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the data directory's parent should be")
+    settings = make_settings(blocker / "data", max_attempts=3, retry_backoff_s=10.0)
+    dispatcher = Dispatcher(settings, database, runners=FAKES)
+    dispatcher.start()
+    try:
+        wait_for(
+            lambda: "retrying in 10 s" in str(runs_of(database, study)[0].error),
+            90,
+            "the first attempt to fail and wait",
+        )
+        (run,) = runs_of(database, study)
+        assert (run.status, run.attempt) == ("running", 1), run.error
+        assert "refused a write" in str(run.error) and str(run.error).startswith("attempt 1 failed (")
+        blocker.unlink()  # the fault clears
+        blocker.mkdir()
+        wait_for(lambda: runs_of(database, study)[0].status != "running", 120, "the retry to finish")
+    finally:
+        dispatcher.stop()
+    (run,) = runs_of(database, study)
+    # attempt 2 unless the repair above came after its 10 s (a loaded machine): then attempt 3, 20 s on
+    assert run.status == "succeeded" and run.attempt in (2, 3) and run.error is None, run.error
+    assert (blocker / "data" / "logs").is_dir()

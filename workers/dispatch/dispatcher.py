@@ -40,7 +40,7 @@ from ablate.backend.db.models import Run
 from ablate.backend.domain.placement import NodeInfo
 from ablate.backend.domain.runner import Runner
 from ablate.backend.services.studies import refresh_study_statuses
-from ablate.workers.dispatch import claims, devices
+from ablate.workers.dispatch import backoff, claims, devices
 from ablate.workers.dispatch.execution import Execution
 from ablate.workers.dispatch.record import Recorder
 from ablate.workers.dispatch.spec import build_execution_spec
@@ -73,6 +73,7 @@ class Dispatcher:
         self.submitter = Submitter(runners, preflight=settings.preflight, owner=self.owner)
         self.watcher = Watcher(self.submitter, placement_timeout_s=settings.placement_timeout_s)
         self.recorder = Recorder(settings, self.owner)
+        self.backoff = backoff.Backoff(settings)  # infrastructure failures wait here before a retry
         self.fence = devices.Fence(settings.device_release_grace_s)
         self._next_tick = 0.0
         self._next_reap = 0.0
@@ -132,7 +133,7 @@ class Dispatcher:
         attempt: not its fault); say that this dispatcher serves nothing any more."""
         with self.database.transaction() as session:
             claims.retire(session, self.owner)
-        outcomes = self.watcher.take_finished()
+        outcomes = self.watcher.take_finished() + self.backoff.take_all()
         if outcomes:
             with self.database.transaction() as session:
                 refresh_study_statuses(session, self.recorder.record(session, outcomes))
@@ -152,7 +153,7 @@ class Dispatcher:
             busy = self.step(wait_s=0.2)
             if until is not None and until():
                 return
-            if not busy and not self.executions and not self._queued_left():
+            if not busy and not self.executions and not self.backoff.held and not self._queued_left():
                 return
             if not busy:
                 time.sleep(min(0.2, self.settings.dispatcher_poll_s))
@@ -169,10 +170,13 @@ class Dispatcher:
         now = time.monotonic()
         if now >= self._next_tick:
             self._tick(now)
-        self.watcher.wait(wait_s if self.executions else 0.0)
+        if self.executions:
+            self.watcher.wait(wait_s)
+        elif (due := self.backoff.next_due()) is not None:  # only retries waiting: no busy loop
+            time.sleep(min(wait_s, max(0.0, due - now)))
         self.watcher.check_deadlines()
         recorded, claimed = self._record_and_claim()
-        return bool(recorded or claimed or self.executions)
+        return bool(recorded or claimed or self.executions or self.backoff.held)
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + TICK_S
@@ -183,14 +187,17 @@ class Dispatcher:
         held: set[int] = set()
         with self.database.transaction() as session:
             # Renew before reaping: a loop that stalled past lease_s must not re-queue its own runs.
-            if self.executions:
+            if self.executions or self.backoff.held:  # the runs waiting to retry stay ours too
                 held = claims.renew_leases(
-                    session, self.owner, list(self.executions), lease_s=self.settings.lease_s
+                    session,
+                    self.owner,
+                    [*self.executions, *self.backoff.held],
+                    lease_s=self.settings.lease_s,
                 )
                 devices.renew(
                     session,
                     self.owner,
-                    [(r, self.executions[r].attempt) for r in held if self.executions[r].devices],
+                    [(r, ex.attempt) for r in held if (ex := self.executions.get(r)) and ex.devices],
                     lease_s=self.settings.lease_s,
                 )
                 for run_id, (step, total, tput) in progress.items():
@@ -211,6 +218,7 @@ class Dispatcher:
                 nodes = {n.node_id: n.alive for n in self.submitter.all_nodes()}
                 for node_id, run_id, attempt, _ in self.fence.step(session, nodes):
                     log.info("run %s attempt %s: devices on node %s confirmed free", run_id, attempt, node_id)
+        self.backoff.drop({r for r in self.backoff.held if r not in held})
         for run_id in [r for r in self.executions if r not in held]:
             log.info("run %s is no longer ours (cancelled or lease lost): stopping it", run_id)
             self.watcher.stop(run_id)
@@ -233,21 +241,26 @@ class Dispatcher:
     def _record_and_claim(self) -> tuple[int, int]:
         """One transaction: record the finished runs, then claim as many queued runs as there are free
         slots; submit those to Ray once it committed. Returns (recorded, claimed)."""
-        outcomes = self.watcher.take_finished()
+        now = time.monotonic()
+        finished, waiting = self.backoff.hold(self.watcher.take_finished(), now)
+        due = self.backoff.due(now)
+        outcomes = finished + due
         released = self.watcher.take_released()
         free = self.settings.max_concurrent_runs - len(self.executions)
-        if not outcomes and not released and free <= 0:
+        if not outcomes and not waiting and not released and free <= 0:
             return 0, 0
         try:
             with self.database.transaction() as session:
                 self._hand_back_devices(session, released)  # first: the claim below may reuse them
+                backoff.note_waiting(session, self.owner, waiting)
                 studies = self.recorder.record(session, outcomes) if outcomes else set()
                 claimed, claimed_studies = self._claim(session, free) if free > 0 else ([], set())
                 # Once for both: a study is "running" from its first claimed run, and finished with
                 # its last recorded one.
                 refresh_study_statuses(session, studies | claimed_studies)
         except BaseException:
-            self.watcher.put_back(outcomes)  # not recorded: try again next iteration
+            self.watcher.put_back(finished)  # not recorded: try again next iteration
+            self.backoff.put_back(due, now)
             self.watcher.released = released + self.watcher.released
             raise
         for ex in claimed:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.api.paths import RELEASE_PATH
 from ablate.backend.db.models import Cluster, Variant, Workload
 from ablate.backend.schemas.catalog import (
     ClusterDef,
@@ -44,14 +45,14 @@ def list_releases(
         ]
 
 
-@router.get("/releases/{ref:path}", response_model=ReleaseOut, dependencies=[Depends(auth.read)])
+@router.get(RELEASE_PATH, response_model=ReleaseOut, dependencies=[Depends(auth.read)])
 def get_release(ref: str, request: Request) -> Any:
     """A release by ``image:tag``, e.g. ``training-nv-pytorch:25.12``."""
     with database(request).read() as session:
         return ReleaseOut.model_validate(catalog.get_release(session, ref, "ref"))
 
 
-@router.patch("/releases/{ref:path}", response_model=ReleaseOut, dependencies=[Depends(auth.admin)])
+@router.patch(RELEASE_PATH, response_model=ReleaseOut, dependencies=[Depends(auth.admin)])
 def update_release(ref: str, body: ReleaseUpdate, request: Request) -> Any:
     """Change notes, manifest, driver requirements or release date (what a release *is* stays)."""
     with database(request).transaction() as session:

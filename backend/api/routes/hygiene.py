@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.api.paths import RELEASE_PATH
 from ablate.backend.db.models import AuditEvent, Run
 from ablate.backend.schemas.common import DbId, Line
 from ablate.backend.schemas.hygiene import (
@@ -70,7 +71,7 @@ def delete_study(study_id: DbId, request: Request, principal: Principal | None =
         return {"deleted": counts, "audit": AuditOut.model_validate(event)}
 
 
-@router.delete("/releases/{ref:path}", response_model=DeletedOut)
+@router.delete(RELEASE_PATH, response_model=DeletedOut)
 def delete_release(ref: str, request: Request, principal: Principal | None = Depends(auth.admin)) -> Any:
     """Delete a release (``image:tag``) with its studies, runs, metrics and series.
     409 while any of its runs is queued or running."""
