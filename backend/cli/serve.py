@@ -15,6 +15,7 @@ from ablate.backend.server import bounded_http
 # What each worker process imports and calls (uvicorn's --factory): it reads the same ABLATE_* settings.
 APP_FACTORY = "ablate.backend.api.app:create_app"
 BOUNDED_HTTP = "ablate.backend.server:BoundedHttpToolsProtocol"
+WORKER_START_S = 60  # how long a worker may take to answer its first health check
 
 
 def prepare_database(database: Database, *, embedded: bool) -> None:
@@ -85,6 +86,10 @@ def serve(
             port=bind_port,
             log_level=cfg.log_level,
             http=BOUNDED_HTTP,
+            # A spawned worker answers the supervisor's ping only once it has imported the CLI (this
+            # process's __main__) and uvicorn: past uvicorn's 5 s on a loaded machine it was killed
+            # and replaced in a loop, and no worker ever served.
+            timeout_worker_healthcheck=WORKER_START_S,
         )
         return
     from ablate.backend.api.app import create_app
