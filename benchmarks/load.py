@@ -1,6 +1,6 @@
 """Mixed load against a real ``ablate serve`` on PostgreSQL: one worker process against several.
 
-    python benchmarks/load.py [--clients 50] [--seconds 20] [--workers 1 2] [--seed-runs 240]
+    python benchmarks/load.py [--clients 50] [--seconds 15] [--workers 1 2] [--seed-runs 160]
 
 For each ``--workers`` value: a fresh PostgreSQL database (dropped afterwards), two releases of one
 image seeded through ``POST /api/v1/results`` (not timed), then ``ablate serve --workers N
@@ -169,7 +169,10 @@ def seed_runs(base: str, secret: str, n: int) -> None:
                 c.get(path).raise_for_status()
 
 
-Sample = tuple[str, float, bool]  # kind, seconds, ok
+# The first answer of each failing (kind, status), shown after the table (dict.setdefault is atomic).
+FIRST_ERROR: dict[tuple[str, int], str] = {}
+
+Sample = tuple[str, float, int]  # kind, seconds, HTTP status (0: a transport error)
 
 
 def client(base: str, secret: str, index: int, until: float) -> list[Sample]:
@@ -184,8 +187,9 @@ def client(base: str, secret: str, index: int, until: float) -> list[Sample]:
             start = time.perf_counter()
             try:
                 if kind == "ingest":
-                    body = result("25.12", rng.choice(VARIANTS), rng.choice(WORKLOADS), 1000 + n, rng)
+                    body = result("25.12", rng.choice(VARIANTS), rng.choice(WORKLOADS), 0, rng)
                     body["provenance"] = {"client": index}
+                    del body["repeat"]  # the server gives the next free one (clients share cells)
                     r = c.post(
                         "/api/v1/results",
                         content=json.dumps({"results": [body]}),
@@ -193,12 +197,19 @@ def client(base: str, secret: str, index: int, until: float) -> list[Sample]:
                     )
                 else:
                     r = c.get(rng.choice(READS[kind]))
-                ok = 200 <= r.status_code < 300
-            except httpx.HTTPError:
-                ok = False
-            samples.append((kind, time.perf_counter() - start, ok))
+                status = r.status_code
+                if not _ok(status):
+                    FIRST_ERROR.setdefault((kind, status), r.text[:300])
+            except httpx.HTTPError as exc:
+                status = 0
+                FIRST_ERROR.setdefault((kind, 0), repr(exc)[:300])
+            samples.append((kind, time.perf_counter() - start, status))
             n += 1
     return samples
+
+
+def _ok(status: int) -> bool:
+    return 200 <= status < 300
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -224,7 +235,7 @@ def measure(workers: int, clients: int, seconds: float, n_seed: int) -> dict[str
         ms = [s[1] * 1000 for s in got] or [float("nan")]
         table[kind] = {
             "n": len(got),
-            "errors": sum(not s[2] for s in got),
+            "errors": sum(not _ok(s[2]) for s in got),
             "p50": statistics.median(ms),
             "p95": percentile(ms, 0.95),
             "p99": percentile(ms, 0.99),
@@ -235,9 +246,9 @@ def measure(workers: int, clients: int, seconds: float, n_seed: int) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=20.0, help="load per worker count")
+    parser.add_argument("--seconds", type=float, default=15.0, help="load per worker count")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--seed-runs", type=int, default=240)
+    parser.add_argument("--seed-runs", type=int, default=160)
     args = parser.parse_args()
     tables = {w: measure(w, args.clients, args.seconds, args.seed_runs) for w in args.workers}
     print(f"{args.clients} clients, {args.seconds:g} s each, {os.cpu_count()} CPUs; latency in ms")
@@ -256,6 +267,8 @@ def main() -> None:
             if tables[first][k]["p99"]
         )
         print(f"p99 with {w} workers / with {first}: {ratios}")
+    for (kind, status), text in sorted(FIRST_ERROR.items()):
+        print(f"error {kind} {status or 'transport'}: {text}")
     for w, table in tables.items():
         floor = table["probe"]["p50"]
         ratios = ", ".join(f"{k} {table[k]['p99'] / floor:.0f}" for k in KINDS if floor)

@@ -99,6 +99,11 @@ def test_a_405_names_every_method_of_the_path(live_server: LiveServer) -> None:
         ("PUT", "/api/v1/releases", "GET, POST"),
         ("GET", "/api/v1/results", "POST"),
         ("POST", "/", "GET"),
+        # a release's sub-resources are GET only; the catalog's PATCH / DELETE /releases/{ref} took
+        # them as release "X/comparison" (422 without a body) and advertised their methods here
+        ("PATCH", "/api/v1/releases/training-nv-pytorch:25.12/comparison", "GET"),
+        ("DELETE", "/api/v1/releases/training-nv-pytorch:25.12/report", "GET"),
+        ("OPTIONS", "/api/v1/releases/training-nv-pytorch:25.12/comparison", "GET"),
     ):
         response = httpx.request(method, live_server.url + path)
         assert response.status_code == 405, (method, path, response.status_code)
@@ -112,3 +117,12 @@ def test_redoc_loads_nothing_from_a_cdn(live_server: LiveServer) -> None:
     for script in scripts:
         body = httpx.get(live_server.url + script).text
         assert "cdn.redoc.ly" not in body and "/static/favicon.svg" in body, script
+
+
+def test_the_document_states_the_id_bounds(live_server: LiveServer) -> None:
+    """Ids are 1 to 2**31 - 1 in the OpenAPI document as in validation (they were written as "ge" and
+    "le", which no client reads, so generated clients and fuzzers sent 0)."""
+    spec = httpx.get(f"{live_server.url}/api/v1/openapi.json").json()
+    (param,) = spec["paths"]["/api/v1/studies/{study_id}"]["get"]["parameters"]
+    assert param["schema"]["minimum"] == 1 and param["schema"]["maximum"] == 2**31 - 1, param
+    assert "ge" not in param["schema"]
