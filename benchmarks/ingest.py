@@ -62,7 +62,7 @@ def server(url: str, workers: int = 1) -> Iterator[str]:
         command += ["--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)]
         command += ["--log-level", "info", "--no-access-log"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    started = _count_startups(proc)
+    started = count_startups(proc)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -84,7 +84,7 @@ def server(url: str, workers: int = 1) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def _count_startups(proc: subprocess.Popen[str]) -> Callable[[], int]:
+def count_startups(proc: subprocess.Popen[str]) -> Callable[[], int]:
     """Drain the server's stderr (a full pipe would block it), count uvicorn's lines saying that a
     worker's application started, and pass on everything but uvicorn's INFO lines."""
     count = [0]

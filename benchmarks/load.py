@@ -30,10 +30,9 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 
 import httpx
 from _db import fresh_database
+from ingest import count_startups
 
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Cluster, Variant, Workload
@@ -78,7 +78,7 @@ def serve(url: str, workers: int) -> Iterator[str]:
     env = {**os.environ, "ABLATE_DATABASE_URL": url, "ABLATE_PORT": str(port), "ABLATE_LOG_LEVEL": "info"}
     command = [ABLATE, "serve", "--workers", str(workers), "--no-dispatcher", "--host", "127.0.0.1"]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    started = _count_startups(proc)
+    started = count_startups(proc)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -98,22 +98,6 @@ def _ready(base: str) -> bool:
         return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
     except httpx.TransportError:
         return False
-
-
-def _count_startups(proc: subprocess.Popen[str]) -> Callable[[], int]:
-    """Drain the server's stderr (a full pipe would block it) and count the workers that started."""
-    count = [0]
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "Application startup complete" in line:
-                count[0] += 1
-            elif not line.startswith("INFO:"):
-                sys.stderr.write(line)
-
-    threading.Thread(target=read, daemon=True).start()
-    return lambda: count[0]
 
 
 def seed(url: str) -> str:
