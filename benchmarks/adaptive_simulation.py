@@ -23,10 +23,11 @@ significance level), each comparison on its own variance. Goals (issue 28): at C
 drop, power >= 90%, false verdicts <= 1.5% (checked both where nothing changed and for the 5%
 drop), mean runs per side <= 4; at CV 1%, at least 30% fewer runs than fixed n = 5. A share from T
 independent trials has a standard error of at most 0.5 / sqrt(T): 0.35 points at the default
-20,000 trials; the comparisons of one pool share its prior, so seeds differ by up to twice that. ``--sweep`` adds the designs the defaults
-were chosen from (alpha and its spending shape rho) on the cells that decide the choice, the pool
-sizes, and pools whose cells differ in noise (where a shared prior can shorten the noisier cells'
-intervals). Runtime: about a minute at the default trials on one core, --sweep about four.
+20,000 trials; the comparisons of one pool share its prior, so seeds differ by up to twice that.
+``--sweep`` adds the designs the defaults were chosen from (alpha and its spending shape rho) on
+the cells that decide the choice, the pool sizes, and pools whose cells differ in noise (where a
+shared prior can shorten the noisier cells' intervals). Runtime: about a minute at the default
+trials on one core, --sweep about four.
 """
 
 from __future__ import annotations
