@@ -159,7 +159,8 @@ def pool_sizes(trials: int, seed: int) -> list[str]:
 
 
 def mixed(trials: int, seed: int, cells: int) -> list[str]:
-    """Pools whose cells differ in noise, per class of cell: with the prior and without (pool=False)."""
+    """Pools whose cells differ in noise, per class of cell: with the prior and without (pool=False:
+    each comparison on its own variance, with the design's alone() alpha, as the service would)."""
     lines = [
         "| pool CVs | cell CV | prior | 0%: false | 5% drop: power | 5% drop: runs/side |",
         "|---|---|---|---|---|---|",

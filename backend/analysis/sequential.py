@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
@@ -52,9 +52,13 @@ from ablate.backend.domain.metrics import Direction
 
 SEQUENTIAL_METHOD = (
     "group-sequential student-t on log values (pooled variance, moderated toward the workload's prior "
-    "from every side's first min runs); alpha 0.04 spent as alpha*(n/max)^1.5 and beta 0.05 as "
+    "from every side's first min runs where it has 10 sides or more); alpha 0.04 spent as "
+    "alpha*(n/max)^1.5 with the prior, 0.05 as alpha*(n/max)^1.25 without; beta 0.05 as "
     "beta*(n/max)^0.5 over the looks (union bound)"
 )
+# Without a prior (fewer than MIN_SIDES sides) the comparison's own t has heavy tails, so the 3%
+# threshold filters more of its false changes and alpha can be larger: 1.2% false changes at CV 2%.
+ALONE_ALPHA, ALONE_RHO = 0.05, 1.25
 REGRESSED, IMPROVED, UNCHANGED, INCONCLUSIVE = "regressed", "improved", "unchanged", "inconclusive"
 # Codes of the vectorised decision: 0 runs on.
 _CONTINUE, _IMPROVED, _REGRESSED, _UNCHANGED = 0, 1, -1, 2
@@ -78,6 +82,11 @@ class SequentialDesign:
     beta_rho: float = 0.5  # < 1 spends early: an unchanged comparison stops sooner
     threshold_pct: float = 3.0  # the smallest change called regressed/improved (as regression.py)
     margin_pct: float = 4.5  # "unchanged" means inside +-margin (below the 5% change it must not hide)
+
+    def alone(self) -> SequentialDesign:
+        """This design for a comparison with no prior: :data:`ALONE_ALPHA`, :data:`ALONE_RHO`. Which
+        one applies is fixed before any look (how many of a workload's sides have ``min`` runs)."""
+        return replace(self, alpha=ALONE_ALPHA, alpha_rho=ALONE_RHO)
 
     def __post_init__(self) -> None:
         if not 2 <= self.min_n <= self.max_n:
@@ -281,7 +290,8 @@ def simulate_release(
     """(verdict codes, runs a side), each of shape (releases, len(cvs)): releases of ``len(cvs)``
     independent comparisons under log-normal noise of those CVs, each with a true oriented change
     ``change`` (0.05: 5% better); inconclusive ends are code 0 at ``max``. ``pool``: shrink toward
-    the release's prior (from every side's first ``min`` runs), as the studies service does."""
+    the release's prior (from every side's first ``min`` runs), as the studies service does; without
+    a prior (``pool`` False or fewer than ``MIN_SIDES`` sides) ``design.alone()`` decides, as there."""
     k, top = len(cvs), design.max_n
     sigma = np.sqrt(np.log1p(np.asarray(cvs, dtype=float) ** 2))[None, :, None]
     c = (math.log1p(change) + sigma * rng.standard_normal((releases, k, top))).reshape(-1, top)
@@ -291,6 +301,8 @@ def simulate_release(
         variances = [x[:, : design.min_n].var(-1, ddof=1).reshape(releases, k) for x in (c, r)]
         s0_sq, d0 = release_prior(np.concatenate(variances, axis=1), design.min_n - 1)
         prior = (np.repeat(s0_sq, k), np.repeat(d0, k))
+    else:
+        design = design.alone()
     codes = np.zeros(releases * k, dtype=int)
     runs = np.full(releases * k, top)
     open_ = np.ones(releases * k, dtype=bool)

@@ -152,7 +152,8 @@ def decisions(session: Session, study: Study) -> tuple[list[Decision], dict[Side
     out = []
     for contender, reference, label in _comparisons(study, variant_names, workload_names):
         c, r = ordered.get(contender, []), ordered.get(reference, [])
-        got = _first_decided(design, c, r, priors[contender[2]])
+        prior = priors[contender[2]]
+        got = _first_decided(design if prior is not None else design.alone(), c, r, prior)
         out.append(Decision(workload=contender[2], rung=contender[1], against=label, look=got))
     return out, dict(attempts)
 

@@ -48,10 +48,14 @@ def test_alpha_boundaries_at_known_values() -> None:
     # the first look's two-sided boundary: 5.19 on a comparison's own 4 df, 2.72 with a pool's prior
     assert float(special.stdtrit(4, 1 - alphas[0] / 2)) == pytest.approx(5.187, abs=1e-3)
     assert float(special.stdtrit(4 + 1e4, 1 - alphas[0] / 2)) == pytest.approx(2.718, abs=1e-3)
+    # without a prior: alpha 0.05 spent with rho 1.25, whose first look's boundary is 4.47 at 4 df
+    alone = d.alone().levels(3)[0]
+    assert alone == pytest.approx(0.011101, abs=1e-6)
+    assert float(special.stdtrit(4, 1 - alone / 2)) == pytest.approx(4.467, abs=1e-3)
 
 
 def test_a_look_at_3_runs_with_t_below_the_boundary_runs_on_and_one_more_run_decides() -> None:
-    d = SequentialDesign(min_n=3, max_n=10)
+    d = SequentialDesign(min_n=3, max_n=10).alone()  # no prior: alpha 0.05 spent with rho 1.25
     base, faster = [1000.0, 1014.0, 986.0], [1040.0, 1025.0, 1055.0]  # +4.0%, t = 3.38 at 4 df
     got = look(d, faster, base, "higher")
     assert got.verdict is None and got.n == 3 and got.change_pct == pytest.approx(4.0, abs=0.01)
@@ -150,11 +154,12 @@ def test_simulation_holds_the_error_goals_at_cv_2_percent() -> None:
 
 def test_false_changes_stay_under_alpha_where_the_threshold_does_not_help() -> None:
     """At CV 10% the 3% threshold filters almost nothing: the union bound alone keeps false changes
-    over all looks under alpha = 4%, each comparison alone and in pools (alpha 0.15 spent early made
+    over all looks under alpha: 5% for a comparison alone, 4% in pools (alpha 0.15 spent early made
     10.7% here)."""
     d = SequentialDesign(min_n=3, max_n=10)
+    assert (d.alone().alpha, d.alpha) == (0.05, 0.04)
     codes, _ = simulate(d, 0.10, 0.0, 4000, np.random.default_rng(30))
-    assert (np.abs(codes) == 1).mean() <= d.alpha
+    assert (np.abs(codes) == 1).mean() <= d.alone().alpha
     codes, _ = simulate(d, 0.10, 0.0, 10000, np.random.default_rng(31), cells=10)
     assert (np.abs(codes) == 1).mean() <= d.alpha
 
@@ -169,5 +174,5 @@ def test_a_mixed_pool_stays_under_alpha_on_average_not_per_cell() -> None:
     assert (np.abs(codes) == 1).mean() <= d.alpha
     noisy = [i for i, cv in enumerate(pool) if cv == 0.03]
     pooled_noisy = (np.abs(codes[:, noisy]) == 1).mean()
-    alone, _ = simulate_release(d, pool, 0.0, 2000, np.random.default_rng(32), pool=False)
+    alone, _ = simulate_release(d, pool, 0.0, 2000, np.random.default_rng(32), pool=False)  # alpha 0.05
     assert (np.abs(alone[:, noisy]) == 1).mean() < pooled_noisy <= 0.05

@@ -189,4 +189,4 @@ def test_a_workload_with_enough_sides_decides_on_its_pooled_prior(
         }
     step = next(d for d in found if d.rung == "R5")
     assert (step.look.verdict, step.look.n) == ("improved", 3)
-    assert look(design, values["R5"], values["R4"], "higher").verdict is None
+    assert look(design.alone(), values["R5"], values["R4"], "higher").verdict is None
