@@ -165,7 +165,7 @@ def test_a_workload_with_enough_sides_decides_on_its_pooled_prior(
                 "cluster": seeded.cluster,
                 "variants": names,
                 "workloads": seeded.workloads[:1],
-                "repeats": {"min": 3, "max": 6},
+                "repeats": {"min": 3, "max": 10},
                 "order_seed": 5,
             }
         )
