@@ -28,8 +28,8 @@ look's alpha), the pool's prior adds up to thousands. Each look's moderated t ha
 the pool's cells draw their noise from one distribution (Smyth 2004); the prior is estimated once,
 from every side's first ``min`` runs, so it is fixed before any look and no stopping decision can
 select the variances it is made of. Where the cells of a pool differ in noise by kind, the prior
-is calibrated on average, not per cell: the noisier cells' false changes rise (measured: 4.0% for
-CV 3% cells in a pool of 1.5/2/3%, against 2.3% on their own; the guard of
+is calibrated on average, not per cell: the noisier cells' false changes rise (measured: 4.4% for
+CV 3% cells in a pool of 1.5/2/3%, against 2.6% on their own; the guard of
 :func:`ablate.backend.analysis.moderated.squeeze` keeps a comparison noisier than the prior beyond
 chance on its own variance), which is why a pool is one workload, as in the release verdict. Below
 ``MIN_SIDES`` sides a comparison keeps its own variance. The one place a between-session variance
