@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from ablate.backend.analysis.sequential import INCONCLUSIVE, Look, SequentialDesign, look
+from ablate.backend.analysis.sequential import INCONCLUSIVE, Look, SequentialDesign, look, study_prior
 from ablate.backend.db.models import Run, RunMetric, RunSource, RunStatus, Study, Variant, Workload
 
 # The metric the verdicts are decided on: the headline of every report.
@@ -143,19 +143,29 @@ def decisions(session: Session, study: Study) -> tuple[list[Decision], dict[Side
     )
     workload_names = _names(study, "workloads", [workloads[r.workload_id] for r in runs])
     design = design_of(study)
+    # One prior per workload for every look, from its sides' first ``min`` runs (both releases): a
+    # workload's rungs share a noise level as in the release verdict's pools (sequential.study_prior).
+    priors = {
+        w: study_prior([v for side, v in ordered.items() if side[2] == w], design.min_n)
+        for w in workload_names
+    }
     out = []
     for contender, reference, label in _comparisons(study, variant_names, workload_names):
-        got = _first_decided(design, ordered.get(contender, []), ordered.get(reference, []))
+        c, r = ordered.get(contender, []), ordered.get(reference, [])
+        prior = priors[contender[2]]
+        got = _first_decided(design if prior is not None else design.alone(), c, r, prior)
         out.append(Decision(workload=contender[2], rung=contender[1], against=label, look=got))
     return out, dict(attempts)
 
 
-def _first_decided(design: SequentialDesign, c: list[float], r: list[float]) -> Look:
+def _first_decided(
+    design: SequentialDesign, c: list[float], r: list[float], prior: tuple[float, float] | None
+) -> Look:
     """Replay the looks from ``min`` on: the first decided one stands (the design stops there)."""
     top = min(len(c), len(r), design.max_n)
     last = Look(n=top, verdict=None, change_pct=None, detectable_pct=None)
     for n in range(design.min_n, top + 1):
-        last = look(design, c[:n], r[:n], "higher")
+        last = look(design, c[:n], r[:n], "higher", prior=prior)
         if last.decided:
             return last
     return last

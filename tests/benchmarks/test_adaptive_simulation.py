@@ -1,5 +1,6 @@
 """benchmarks/adaptive_simulation.py runs as documented and its design meets issue 28's error goals
-(false verdicts, power, runs saved at CV 1%); the runs-per-side goal (<= 4) is not met (4.9, docs)."""
+(false verdicts, power, runs saved at CV 1%); the runs-per-side goal (<= 4) is not met (4.3 in
+pools of 10 comparisons, 4.9 without a pool; docs/statistics.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ SCRIPT = str(ROOT / "benchmarks" / "adaptive_simulation.py")
 def test_simulation_prints_the_table_and_meets_the_goals() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, SCRIPT, "--trials", "4000", "--seed", "3"],
+        [sys.executable, SCRIPT, "--trials", "20000", "--seed", "3"],
         capture_output=True, text=True, env=env, timeout=300, check=True,
     ).stdout  # fmt: skip
     rows = [line for line in out.splitlines() if line.startswith("| 1%") or line.startswith("| 2%")
@@ -25,6 +26,8 @@ def test_simulation_prints_the_table_and_meets_the_goals() -> None:
     assert len(verdicts) == 5, verdicts
     met = [v for v in verdicts if "runs per side" not in v]
     assert len(met) == 4 and all(v.startswith("PASS") for v in met), verdicts
+    (runs,) = [v for v in verdicts if "runs per side" in v]
+    assert float(runs.split("runs per side ")[1].split()[0]) <= 4.5, runs
     assert any(line.startswith("info  CV 5%, no change") for line in out.splitlines())
 
 

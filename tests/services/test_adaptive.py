@@ -10,11 +10,13 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import select
 
+from ablate.backend.analysis.sequential import look
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run, Variant
 from ablate.backend.domain.runner import RunResult
+from ablate.backend.schemas.catalog import VariantDef
 from ablate.backend.schemas.studies import StudyPlan
-from ablate.backend.services import adaptive, ingest, studies
+from ablate.backend.services import adaptive, catalog, ingest, studies
 from tests.services.conftest import Catalog
 
 
@@ -146,3 +148,45 @@ def test_only_the_sides_an_open_comparison_needs_run_on(database: Database, seed
         runs = s.scalars(select(Run).where(Run.study_id == study_id)).all()
     per_side = Counter(r.release_id == release_id for r in runs)
     assert per_side == {True: 3 * 5, False: 3 * 3}
+
+
+def test_a_workload_with_enough_sides_decides_on_its_pooled_prior(
+    database: Database, seeded: Catalog
+) -> None:
+    """Ten rungs on one workload (10 sides, the moderated prior's minimum): the +4% step is decided
+    at the first look on the workload's prior, where its own 4 degrees of freedom leave it open."""
+    names = [f"R{i}" for i in range(10)]
+    with database.transaction() as s:
+        for pos, name in enumerate(names):
+            catalog.create_named(s, Variant, VariantDef(name=name, position=10 + pos, factors=[]))
+        plan = StudyPlan.model_validate(
+            {
+                "release": seeded.release,
+                "cluster": seeded.cluster,
+                "variants": names,
+                "workloads": seeded.workloads[:1],
+                "repeats": {"min": 3, "max": 10},
+                "order_seed": 5,
+            }
+        )
+        study_id = studies.create_study(s, plan).id
+    speed = {n: (1.04 if i >= 5 else 1.0) for i, n in enumerate(names)}
+    _finish_all(database, study_id, speed, cv=0.015)
+    with database.read() as s:
+        study = studies.get_study(s, study_id)
+        found, _ = adaptive.decisions(s, study)
+        design = adaptive.design_of(study)
+        runs = s.scalars(select(Run).where(Run.study_id == study_id)).all()
+        values = {
+            name: [
+                m.value
+                for r in sorted(runs, key=lambda r: r.repeat)
+                if r.variant.name == name
+                for m in r.metrics
+                if m.name == adaptive.ADAPTIVE_METRIC
+            ][:3]
+            for name in ("R4", "R5")
+        }
+    step = next(d for d in found if d.rung == "R5")
+    assert (step.look.verdict, step.look.n) == ("improved", 3)
+    assert look(design.alone(), values["R5"], values["R4"], "higher").verdict is None
