@@ -31,9 +31,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
+from ablate.backend.analysis.bayes_fit import (
+    LinearFit,
+    Noise,
+    NoiseEstimate,
+    fit_linear,
+    pooled_noise,
+    t_quantile,
+)
 from ablate.backend.analysis.stats import exp_shown
+
+__all__ = ["LinearFit", "Noise", "NoiseEstimate", "fit_linear", "pooled_noise"]
 
 GIB = float(2**30)
 DEFAULT_UTILISATION = 0.92
@@ -53,9 +62,6 @@ PSI_SD = 0.5
 STATIC_SD = 0.1  # weights/grads/optimizer: exact counts, but temporaries of the optimizer step vary
 GROUP_SD = 0.05  # release/factor groups move the intercept by a few percent
 POOL_SPREAD_SD = 0.15  # how much a similar workload's coefficients may differ from this one's
-NOISE_REL = 0.02  # prior noise of one peak-memory measurement, relative
-NOISE_DOF = 2.0  # that prior noise counts as this many observations
-TIME_NOISE = 0.05  # prior noise of log step time (5 %)
 TIME_GROUP_SD = 0.5  # compile, ACCL, a release: step time moves a lot between groups
 LAMBDA_SD = 0.5  # relative sd of the recompute cost per layer
 
@@ -265,77 +271,6 @@ class SimilarWorkload:
     observations: tuple[Observation, ...]
 
 
-@dataclass(frozen=True)
-class LinearFit:
-    """A Gaussian-prior least-squares fit: posterior mean and covariance, the noise sd and its dof."""
-
-    names: tuple[str, ...]
-    mean: tuple[float, ...]
-    cov: tuple[tuple[float, ...], ...]
-    sigma: float
-    dof: float
-    n: int
-
-    def array_mean(self) -> np.ndarray:
-        return np.asarray(self.mean, dtype=float)
-
-    def array_cov(self) -> np.ndarray:
-        return np.asarray(self.cov, dtype=float)
-
-
-def fit_linear(
-    X: np.ndarray,
-    y: np.ndarray,
-    prior_mean: np.ndarray,
-    prior_sd: np.ndarray,
-    *,
-    noise_sd: float,
-    noise_dof: float = NOISE_DOF,
-    names: Sequence[str] = (),
-    prior_cov: np.ndarray | None = None,
-) -> LinearFit:
-    """Least squares regularised towards ``prior_mean`` (a Gaussian prior), with the noise estimated
-    from the residuals shrunk towards ``noise_sd`` (a scaled-inverse-chi-square prior worth
-    ``noise_dof`` observations). Without data the fit is the prior."""
-    X = np.atleast_2d(np.asarray(X, dtype=float)).reshape(-1, len(prior_mean))
-    y = np.asarray(y, dtype=float).reshape(-1)
-    mu0 = np.asarray(prior_mean, dtype=float)
-    cov0 = np.diag(np.asarray(prior_sd, dtype=float) ** 2) if prior_cov is None else np.asarray(prior_cov)
-    prec0 = np.linalg.inv(cov0)
-    n = len(y)
-    xtx = X.T @ X  # (p x p): the iterations never form an n x n matrix
-    sigma = noise_sd
-    mean, cov = mu0, cov0
-    dof = math.inf  # without data the prior sds are the whole story: normal quantiles
-    for _ in range(50 if n else 1):
-        prec = prec0 + xtx / sigma**2
-        cov = np.linalg.inv(prec)
-        mean = cov @ (prec0 @ mu0 + X.T @ y / sigma**2)
-        if not n:
-            break
-        resid = y - X @ mean
-        p_eff = float(np.trace(cov @ xtx)) / sigma**2  # parameters the data really determine
-        dof = max(noise_dof + n - p_eff, 1.0)
-        new = math.sqrt((noise_dof * noise_sd**2 + float(resid @ resid)) / dof)
-        if abs(new - sigma) <= 1e-9 * max(sigma, 1e-12):
-            sigma = new
-            break
-        sigma = new
-    return LinearFit(
-        names=tuple(names),
-        mean=tuple(float(v) for v in mean),
-        cov=tuple(tuple(float(v) for v in row) for row in cov),
-        sigma=float(sigma),
-        dof=float(dof),
-        n=n,
-    )
-
-
-def _t(level: float, dof: float) -> float:
-    q = 0.5 + level / 2.0
-    return float(stats.norm.ppf(q) if math.isinf(dof) else stats.t.ppf(q, dof))
-
-
 # Memory ------------------------------------------------------------------------------------------
 
 
@@ -349,7 +284,9 @@ class LayerCoefficients:
     workloads: tuple[str, ...] = ()
 
 
-def pool_layer_coefficients(similar: Sequence[SimilarWorkload]) -> LayerCoefficients:
+def pool_layer_coefficients(
+    similar: Sequence[SimilarWorkload], noise: NoiseEstimate | None = None
+) -> LayerCoefficients:
     """What runs of similar workloads say about psi_A and psi_C: one fit over all of them, each with
     its own intercept, the two multipliers shared; the spread between workloads is added to their
     covariance so that they inform, not dictate, the target's fit."""
@@ -370,10 +307,11 @@ def pool_layer_coefficients(similar: Sequence[SimilarWorkload]) -> LayerCoeffici
             x[n_w + 1] = w.prior.layer_checkpointed_gib * o.ckpt_layers
             rows.append(x)
             ys.append(o.peak_memory_gib)
-    noise = NOISE_REL * float(np.mean(ys))
+    noise = noise or Noise().memory
+    cov0 = np.diag(np.array([*sd, PSI_SD, PSI_SD]) ** 2)
     fit = fit_linear(
-        np.array(rows), np.array(ys), np.array([*mu, 1.0, 1.0]), np.array([*sd, PSI_SD, PSI_SD]),
-        noise_sd=noise,
+        np.array(rows), np.array(ys), np.array([*mu, 1.0, 1.0]), cov0,
+        noise_sd=noise.rel_sd * float(np.mean(ys)), noise_dof=noise.dof,
     )  # fmt: skip
     m, c = fit.array_mean()[n_w:], fit.array_cov()[n_w:, n_w:] + np.eye(2) * POOL_SPREAD_SD**2
     ids = tuple(sorted(o.run_id for w in used for o in w.observations if o.peak_memory_gib is not None))
@@ -416,7 +354,7 @@ class MemoryModel:
         var = float(x @ self.fit.array_cov() @ x) + self.fit.sigma**2
         if self.target_group not in self.groups:
             var += (GROUP_SD * self.prior.fixed_gib) ** 2  # a group without runs: its offset unknown
-        half = _t(level, self.fit.dof) * math.sqrt(var)
+        half = t_quantile(level, self.fit.dof) * math.sqrt(var)
         return mean, max(mean - half, 0.0), mean + half
 
 
@@ -426,8 +364,11 @@ def fit_memory(
     *,
     target_group: str = "",
     coefficients: LayerCoefficients | None = None,
+    noise: NoiseEstimate | None = None,
 ) -> MemoryModel:
-    """Calibrate ``prior`` with the peak memory of measured runs (any k, any group)."""
+    """Calibrate ``prior`` with the peak memory of measured runs (any k, any group); ``noise`` is the
+    prior of one run's relative noise (default: 2% worth two runs)."""
+    noise = noise or Noise().memory
     coefficients = coefficients or LayerCoefficients()
     obs = [o for o in observations if o.peak_memory_gib is not None]
     groups = tuple(sorted({o.group for o in obs}))
@@ -449,7 +390,7 @@ def fit_memory(
     y = np.array([o.peak_memory_gib for o in obs], dtype=float)
     scale = float(np.mean(y)) if len(y) else prior.peak_gib(0)
     fit = fit_linear(
-        X, y, mu, np.sqrt(np.diag(cov0)), prior_cov=cov0, noise_sd=NOISE_REL * max(scale, 0.01),
+        X, y, mu, cov0, noise_sd=noise.rel_sd * max(scale, 0.01), noise_dof=noise.dof,
         names=("intercept", *(f"group:{g}" for g in groups), "psi_activation", "psi_checkpointed"),
     )  # fmt: skip
     return MemoryModel(
@@ -484,12 +425,16 @@ class TimeModel:
 
     def ratio(self, k: int, level: float = DEFAULT_LEVEL) -> tuple[float, float, float]:
         """(throughput at k over throughput at k = 0, low, high): an interval of the expected ratio."""
-        half = _t(level, self.fit.dof) * self.lam_sd * k
+        half = t_quantile(level, self.fit.dof) * self.lam_sd * k
         return exp_shown(-self.lam * k), exp_shown(-self.lam * k - half), exp_shown(-self.lam * k + half)
 
 
-def fit_step_time(prior: MemoryPrior, observations: Sequence[Observation]) -> TimeModel:
-    """Calibrate the recompute cost per layer from measured step times (per-group intercepts)."""
+def fit_step_time(
+    prior: MemoryPrior, observations: Sequence[Observation], noise: NoiseEstimate | None = None
+) -> TimeModel:
+    """Calibrate the recompute cost per layer from measured step times (per-group intercepts);
+    ``noise`` is the prior of the noise of log step time (default: 5% worth two runs)."""
+    noise = noise or Noise().time
     obs = [o for o in observations if o.step_time_s is not None and o.step_time_s > 0]
     groups = tuple(sorted({o.group for o in obs}))
     lam0 = math.log1p(prior.recompute_fraction * prior.n_layers) / prior.n_layers
@@ -504,7 +449,8 @@ def fit_step_time(prior: MemoryPrior, observations: Sequence[Observation]) -> Ti
     y = np.log([float(o.step_time_s or 0.0) for o in obs]) if obs else np.zeros(0)
     for i, g in enumerate(groups):
         mu[i] = float(np.mean([v for o, v in zip(obs, y, strict=True) if o.group == g]))
-    fit = fit_linear(X, y, mu, sd, noise_sd=TIME_NOISE, names=(*(f"group:{g}" for g in groups), "lambda"))
+    names = (*(f"group:{g}" for g in groups), "lambda")
+    fit = fit_linear(X, y, mu, np.diag(sd**2), noise_sd=noise.rel_sd, noise_dof=noise.dof, names=names)
     return TimeModel(fit=fit, groups=groups, run_ids=tuple(sorted(o.run_id for o in obs)), prior_lambda=lam0)
 
 
@@ -547,6 +493,49 @@ class Advice:
     time_fit: LinearFit
     message: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    noise: Noise = field(default_factory=Noise)
+
+
+def _k_prediction(
+    k: int, memory: MemoryModel, time: TimeModel, observations: Sequence[Observation], budget: float
+) -> KPrediction:
+    peak, lo, hi = memory.predict(k, DEFAULT_LEVEL)
+    r, r_lo, r_hi = time.ratio(k, DEFAULT_LEVEL)
+    at_k = [o for o in observations if o.ckpt_layers == k]
+    return KPrediction(
+        ckpt_layers=k,
+        peak_memory_gib=peak,
+        low_gib=lo,
+        high_gib=hi,
+        fits=hi <= budget,
+        throughput_ratio=r,
+        throughput_ratio_low=r_lo,
+        throughput_ratio_high=r_hi,
+        measured_peak_gib=tuple(o.peak_memory_gib for o in at_k if o.peak_memory_gib is not None),
+        measured_step_time_s=tuple(o.step_time_s for o in at_k if o.step_time_s is not None),
+    )
+
+
+def _message(
+    n_layers: int, fitting: KPrediction | None, chosen: KPrediction, budget: float, shortfall: float | None
+) -> str:
+    if fitting is not None and fitting.ckpt_layers == 0:
+        return (
+            f"no checkpointing needed: predicted peak {fitting.peak_memory_gib:.2f} GiB (up to "
+            f"{fitting.high_gib:.2f}) within the {budget:.2f} GiB budget, all {n_layers} layers kept"
+        )
+    if fitting is not None:
+        cost = (1 - fitting.throughput_ratio) * 100
+        return (
+            f"checkpoint {fitting.ckpt_layers} of {n_layers} layers: predicted peak "
+            f"{fitting.peak_memory_gib:.2f} GiB (up to {fitting.high_gib:.2f}) within the "
+            f"{budget:.2f} GiB budget, about {cost:.1f}% less throughput than k = 0"
+        )
+    return (
+        f"does not fit: even with all {n_layers} layers checkpointed the predicted peak is "
+        f"{chosen.peak_memory_gib:.2f} GiB (up to {chosen.high_gib:.2f}), {shortfall:.2f} GiB over "
+        f"the {budget:.2f} GiB budget"
+    )
 
 
 def recommend(
@@ -557,64 +546,32 @@ def recommend(
     utilisation: float = DEFAULT_UTILISATION,
     target_group: str = "",
     similar: Sequence[SimilarWorkload] = (),
-    level: float = DEFAULT_LEVEL,
+    noise: Noise | None = None,
 ) -> Advice:
-    """The smallest k whose predicted peak, at the upper end of its prediction interval, fits
-    ``device_memory_gib * utilisation``; with the predicted throughput against k = 0."""
+    """The smallest k whose predicted peak, at the upper end of its 95% prediction interval, fits
+    ``device_memory_gib * utilisation``; with the predicted throughput against k = 0. ``noise``: the
+    noise priors, estimated from repeated runs (:func:`pooled_noise`); default 2% / 5% worth 2 runs."""
     if not device_memory_gib > 0:
         raise ValueError(f"device memory must be positive, got {device_memory_gib}")
     if not 0 < utilisation <= 1:
         raise ValueError(f"utilisation must be in (0, 1], got {utilisation}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
     for o in observations:
         if not 0 <= o.ckpt_layers <= prior.n_layers:
             raise ValueError(f"run {o.run_id}: ckpt_layers {o.ckpt_layers} outside 0..{prior.n_layers}")
-    coefficients = pool_layer_coefficients(similar)
-    memory = fit_memory(prior, observations, target_group=target_group, coefficients=coefficients)
-    time = fit_step_time(prior, observations)
+    noise = noise or Noise()
+    level = DEFAULT_LEVEL
+    coefficients = pool_layer_coefficients(similar, noise.memory)
+    memory = fit_memory(
+        prior, observations, target_group=target_group, coefficients=coefficients, noise=noise.memory
+    )
+    time = fit_step_time(prior, observations, noise.time)
     budget = device_memory_gib * utilisation
-    table = []
-    for k in range(prior.n_layers + 1):
-        peak, lo, hi = memory.predict(k, level)
-        r, r_lo, r_hi = time.ratio(k, level)
-        at_k = [o for o in observations if o.ckpt_layers == k]
-        table.append(
-            KPrediction(
-                ckpt_layers=k,
-                peak_memory_gib=peak,
-                low_gib=lo,
-                high_gib=hi,
-                fits=hi <= budget,
-                throughput_ratio=r,
-                throughput_ratio_low=r_lo,
-                throughput_ratio_high=r_hi,
-                measured_peak_gib=tuple(o.peak_memory_gib for o in at_k if o.peak_memory_gib is not None),
-                measured_step_time_s=tuple(o.step_time_s for o in at_k if o.step_time_s is not None),
-            )
-        )
+    table = [_k_prediction(k, memory, time, observations, budget) for k in range(prior.n_layers + 1)]
     fitting = next((row for row in table if row.fits), None)
     chosen = fitting or table[-1]
     shortfall = None if fitting else chosen.high_gib - budget
     basis = BASIS_MEASURED if memory.run_ids else BASIS_SIMILAR if coefficients.run_ids else BASIS_SHAPE
-    if fitting is not None and fitting.ckpt_layers == 0:
-        message = (
-            f"no checkpointing needed: predicted peak {fitting.peak_memory_gib:.2f} GiB (up to "
-            f"{fitting.high_gib:.2f}) within the {budget:.2f} GiB budget, all {prior.n_layers} layers kept"
-        )
-    elif fitting is not None:
-        cost = (1 - fitting.throughput_ratio) * 100
-        message = (
-            f"checkpoint {fitting.ckpt_layers} of {prior.n_layers} layers: predicted peak "
-            f"{fitting.peak_memory_gib:.2f} GiB (up to {fitting.high_gib:.2f}) within the "
-            f"{budget:.2f} GiB budget, about {cost:.1f}% less throughput than k = 0"
-        )
-    else:
-        message = (
-            f"does not fit: even with all {prior.n_layers} layers checkpointed the predicted peak is "
-            f"{chosen.peak_memory_gib:.2f} GiB (up to {chosen.high_gib:.2f}), {shortfall:.2f} GiB over "
-            f"the {budget:.2f} GiB budget"
-        )
+    message = _message(prior.n_layers, fitting, chosen, budget, shortfall)
     if basis == BASIS_SHAPE:
         message = "predicted from the model shape only: " + message
     notes = []
@@ -641,4 +598,5 @@ def recommend(
         time_fit=time.fit,
         message=message,
         notes=tuple(notes),
+        noise=noise,
     )
