@@ -145,6 +145,67 @@ class _Plan:
     cleaned: dict[str, np.ndarray]  # each rung's values, sorted (clean_values)
 
 
+def _plan(item: LadderInput, samples: list[np.ndarray], pairs: list[Pair]) -> _Plan:
+    """The rungs of one ladder in order, with its samples and comparisons added to the batch's."""
+    mdef = describe_metric(item.metric, item.unit, item.better)
+    order: list[str] = []
+    pooled: dict[str, list[float]] = {}
+    for name, values in item.rungs:
+        if name not in pooled:
+            order.append(name)
+            pooled[name] = []
+        pooled[name].extend(float(v) for v in values)
+
+    reasons: list[str] = []
+    base_name = item.baseline if item.baseline is not None else (order[0] if order else None)
+    baseline_missing = base_name is None or not pooled.get(base_name)
+    if base_name is None:
+        reasons.append("no variants")
+    elif base_name not in pooled:
+        reasons.append(f"baseline {base_name!r} missing")
+    elif not pooled[base_name]:
+        reasons.append(f"baseline {base_name!r} has no values")
+
+    links: dict[str, tuple[int | None, int | None, str | None]] = {}
+    skipped: dict[str, tuple[str, ...]] = {}
+    empty: list[str] = []  # rungs without values since the last rung with values
+    prev: str | None = None
+    cleaned = {name: clean_values(v) for name, v in pooled.items()}  # once per rung, not per use
+    for name in order:
+        arr = cleaned[name]
+        samples.append(arr)
+        vs_base = step = None
+        if arr.size:
+            # baseline_missing covers base_name None; the explicit check says so to the type checker
+            if base_name is not None and not baseline_missing and name != base_name:
+                vs_base = len(pairs)
+                pairs.append(Pair(arr, cleaned[base_name], mdef.direction, name, base_name))
+            if prev is not None:
+                step = len(pairs)
+                pairs.append(Pair(arr, cleaned[prev], mdef.direction, name, prev))
+        links[name] = (vs_base, step, prev)
+        if arr.size:
+            if prev is not None and empty:
+                skipped[name] = tuple(empty)
+            prev = name
+            empty = []
+        else:
+            empty.append(name)
+    return _Plan(
+        item.metric,
+        mdef.unit,
+        mdef.direction,
+        order,
+        pooled,
+        base_name,
+        baseline_missing,
+        reasons,
+        links,
+        skipped,
+        cleaned,
+    )
+
+
 def analyze_ladders(
     ladders: Sequence[LadderInput],
     *,
@@ -161,65 +222,7 @@ def analyze_ladders(
     samples: list[np.ndarray] = []
     pairs: list[Pair] = []
     for item in ladders:
-        mdef = describe_metric(item.metric, item.unit, item.better)
-        order: list[str] = []
-        pooled: dict[str, list[float]] = {}
-        for name, values in item.rungs:
-            if name not in pooled:
-                order.append(name)
-                pooled[name] = []
-            pooled[name].extend(float(v) for v in values)
-
-        reasons: list[str] = []
-        base_name = item.baseline if item.baseline is not None else (order[0] if order else None)
-        baseline_missing = base_name is None or not pooled.get(base_name)
-        if base_name is None:
-            reasons.append("no variants")
-        elif base_name not in pooled:
-            reasons.append(f"baseline {base_name!r} missing")
-        elif not pooled[base_name]:
-            reasons.append(f"baseline {base_name!r} has no values")
-
-        links: dict[str, tuple[int | None, int | None, str | None]] = {}
-        skipped: dict[str, tuple[str, ...]] = {}
-        empty: list[str] = []  # rungs without values since the last rung with values
-        prev: str | None = None
-        cleaned = {name: clean_values(v) for name, v in pooled.items()}  # once per rung, not per use
-        for name in order:
-            arr = cleaned[name]
-            samples.append(arr)
-            vs_base = step = None
-            if arr.size:
-                # baseline_missing covers base_name None; the explicit check says so to the type checker
-                if base_name is not None and not baseline_missing and name != base_name:
-                    vs_base = len(pairs)
-                    pairs.append(Pair(arr, cleaned[base_name], mdef.direction, name, base_name))
-                if prev is not None:
-                    step = len(pairs)
-                    pairs.append(Pair(arr, cleaned[prev], mdef.direction, name, prev))
-            links[name] = (vs_base, step, prev)
-            if arr.size:
-                if prev is not None and empty:
-                    skipped[name] = tuple(empty)
-                prev = name
-                empty = []
-            else:
-                empty.append(name)
-        plans.append(
-            _Plan(
-                item.metric,
-                mdef.unit,
-                mdef.direction,
-                order,
-                pooled,
-                base_name,
-                baseline_missing,
-                reasons,
-                links,
-                skipped,
-                cleaned,
-            )
-        )
+        plans.append(_plan(item, samples, pairs))
 
     summaries = iter(summarize_many(samples, noisy_cv=noisy_cv, min_n=min_n, confidence=confidence))
     # One family: every comparison of the batch (the ladders of one release) is BH-adjusted together.
