@@ -11,6 +11,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from ablate.backend.analysis.environment import common_shift
@@ -43,6 +44,11 @@ class DeltaInputs:
 
     def unit(self, metric: str) -> str:
         return self.units.get(metric) or describe_metric(metric).unit
+
+    @cached_property
+    def lookback_values(self) -> list[tuple[str, Mapping[Cell, Mapping[str, list[float]]]]]:
+        """(ref, values) of each lookback release, oldest first (refs read once, not per cell)."""
+        return [(r.ref, self.by_release.get(r.id, {})) for r in self.history]
 
     def ordered_cells(self) -> list[Cell]:
         """The cells of the release and its baseline, by cluster, workload and ladder order."""
@@ -122,9 +128,9 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
     new = tuple(sorted(values.get(cell, {}).get(metric, ())))
     old = tuple(sorted(base_values.get(cell, {}).get(metric, ())))
     points = tuple(
-        HistoryPoint(r.ref, len(v), float(statistics.median(v)))  # a handful of values: no numpy
-        for r in inp.history
-        if (v := inp.by_release.get(r.id, {}).get(cell, {}).get(metric))
+        HistoryPoint(ref, len(v), float(statistics.median(v)))  # a handful of values: no numpy
+        for ref, hv in inp.lookback_values
+        if (v := hv.get(cell, {}).get(metric))
     )
     pair: int | None = None
     look: int | None = None
@@ -155,8 +161,7 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
     # A drift too slow for one step shows K releases back (with the lookback's minimum history).
     if new and len(window) >= max(2, opts.lookback_min_history):
         back_ref = window[0].release
-        far_release = next(r for r in inp.history if r.ref == back_ref)
-        far = tuple(sorted(inp.by_release[far_release.id][cell][metric]))
+        far = tuple(sorted(dict(inp.lookback_values)[back_ref][cell][metric]))
         var, df, note = session_term(sessions.get((cell[0], metric)), cell[0], False)
         back = len(batch.backs)
         batch.backs.append(ReleasePair(far, new, metric, unit, better, var, df, note, pool))

@@ -157,25 +157,24 @@ def cell_statuses(
 
 def run_records(rows: Rows, cat: Catalog, releases: Sequence[Release]) -> tuple[RunRecord, ...]:
     order = {r.id: i for i, r in enumerate(releases)}
-    records = []
+    refs = {r.id: cat.releases[r.id].ref for r in releases}  # ORM attributes read once, not per run
+    clusters, workloads, variants = cat.names
+    vorder = {v.name: cat.variant_key(v) for v in cat.variants.values()}
+    keyed = []
     for rid, (rel, cl, wl, var, rep, status, _kind, _study, _busy) in rows.runs.items():
         if rel not in order:
             continue
-        records.append(
-            RunRecord(
-                run_id=rid,
-                release=cat.releases[rel].ref,
-                cluster=cat.clusters[cl].name,
-                workload=cat.workloads[wl].name,
-                variant=cat.variants[var].name,
-                repeat=rep,
-                status=status,
-                metrics=dict(sorted(rows.metrics.get(rid, {}).items())),
-            )
+        record = RunRecord(
+            run_id=rid,
+            release=refs[rel],
+            cluster=clusters[cl],
+            workload=workloads[wl],
+            variant=variants[var],
+            repeat=rep,
+            status=status,
+            metrics=dict(sorted(rows.metrics.get(rid, {}).items())),
         )
-    vorder = {v.name: cat.variant_key(v) for v in cat.variants.values()}
-    rank = {r.ref: i for r, i in ((r, order[r.id]) for r in releases)}
-    records.sort(
-        key=lambda r: (rank[r.release], r.cluster, r.workload, vorder[r.variant], r.repeat, r.run_id)
-    )
-    return tuple(records)
+        key = (order[rel], record.cluster, record.workload, vorder[record.variant], rep, rid)
+        keyed.append((key, record))
+    keyed.sort(key=lambda kr: kr[0])
+    return tuple(record for _key, record in keyed)
