@@ -67,10 +67,10 @@ def _sessions(sessions: Sequence[Sequence[float]]) -> list[tuple[float, float] |
             by_size.setdefault(len(values), []).append(i)
     for n, rows in by_size.items():
         arr = np.asarray([sessions[i] for i in rows], dtype=float)
-        positive = (arr > 0).all(axis=1)
+        positive = np.asarray((arr > 0).all(axis=1))
         logs = np.log(arr[positive])
         means, variances = logs.mean(axis=1).tolist(), (logs.var(axis=1, ddof=1) / n).tolist()
-        for i, mean, var in zip(itertools.compress(rows, positive.tolist()), means, variances, strict=True):
+        for i, mean, var in zip(itertools.compress(rows, list(positive)), means, variances, strict=True):
             out[i] = (mean, var)
     return out
 
