@@ -224,62 +224,53 @@ def _build(
     opts: ComparisonOptions,
 ) -> _Kept:
     with _collector_paused():
-        return _build_unpaused(session, release, baseline, source, history, opts)
-
-
-def _build_unpaused(
-    session: Session,
-    release: Release,
-    baseline: Release | None,
-    source: str,
-    history: Sequence[Release],
-    opts: ComparisonOptions,
-) -> _Kept:
-    ids = [release.id] + ([baseline.id] if baseline else [])
-    rows = load_rows(session, release_ids=ids)
-    if baseline is not None and keep_same_session_baseline(rows, release.id, baseline.id):
-        source = "same-session"
-    cat = load_catalog(session, rows, [release, *([baseline] if baseline else []), *history])
-    by_release = values_by_release(rows, cat)
-    present = {m for cell in by_release.get(release.id, {}).values() for m in cell}
-    metrics = pick_metrics(present, opts.metrics)
-    # Busy-host runs leave the verdicts unless asked for (opts.busy_hosts); counted per cell either way.
-    busy = busy_runs(rows)
-    # The same values (one object) when no busy-host run leaves them: their session noise is read once.
-    verdict_values = by_release if opts.busy_hosts or not busy else values_by_release(rows, cat, skip=busy)
-    older = history_values(
-        session, [r.id for r in history if r.id not in ids], metrics, cat, skip_busy=not opts.busy_hosts
-    )
-    by_release.update(older)
-    if verdict_values is not by_release:
-        verdict_values.update(older)
-    env_rows = session.execute(
-        select(
-            Run.id, Run.variant_id, ANALYSED_STATUS, Run.environment, Run.provenance, ANALYSED_ERROR
-        ).where(Run.release_id == release.id)
-    ).all()
-    digests = {
-        d
-        for _r, _v, status, _e, prov, _x in env_rows
-        if status == RunStatus.succeeded and (d := digest_of(prov or {}))
-    }
-    # Only where the runs recorded their images (container runs): no query otherwise.
-    found_new = images.components_of(session, digests) if digests else None
-    found_old = images.found_components(session, baseline) if baseline is not None and found_new else None
-    loaded = Loaded(
-        release,
-        baseline,
-        source,
-        tuple(history),
-        rows,
-        cat,
-        env_rows,
-        by_release,
-        metrics,
-        found_old,
-        found_new,
-        verdict_values,
-        frozenset(busy),
-    )
-    studies = {r.study_id for r in rows.runs.values() if r.release_id == release.id}
-    return _Kept(assemble(loaded, opts), tuple(sorted(s for s in studies if s is not None)))
+        ids = [release.id] + ([baseline.id] if baseline else [])
+        rows = load_rows(session, release_ids=ids)
+        if baseline is not None and keep_same_session_baseline(rows, release.id, baseline.id):
+            source = "same-session"
+        cat = load_catalog(session, rows, [release, *([baseline] if baseline else []), *history])
+        by_release = values_by_release(rows, cat)
+        present = {m for cell in by_release.get(release.id, {}).values() for m in cell}
+        metrics = pick_metrics(present, opts.metrics)
+        # Busy-host runs leave the verdicts unless asked for (opts.busy_hosts); counted per cell either way.
+        busy = busy_runs(rows)
+        # The same values (one object) when no busy-host run leaves them: their session noise is read once.
+        verdict_values = (
+            by_release if opts.busy_hosts or not busy else values_by_release(rows, cat, skip=busy)
+        )
+        older = history_values(
+            session, [r.id for r in history if r.id not in ids], metrics, cat, skip_busy=not opts.busy_hosts
+        )
+        by_release.update(older)
+        if verdict_values is not by_release:
+            verdict_values.update(older)
+        env_rows = session.execute(
+            select(
+                Run.id, Run.variant_id, ANALYSED_STATUS, Run.environment, Run.provenance, ANALYSED_ERROR
+            ).where(Run.release_id == release.id)
+        ).all()
+        digests = {
+            d
+            for _r, _v, status, _e, prov, _x in env_rows
+            if status == RunStatus.succeeded and (d := digest_of(prov or {}))
+        }
+        # Only where the runs recorded their images (container runs): no query otherwise.
+        found_new = images.components_of(session, digests) if digests else None
+        found_old = images.found_components(session, baseline) if baseline is not None and found_new else None
+        loaded = Loaded(
+            release,
+            baseline,
+            source,
+            tuple(history),
+            rows,
+            cat,
+            env_rows,
+            by_release,
+            metrics,
+            found_old,
+            found_new,
+            verdict_values,
+            frozenset(busy),
+        )
+        studies = {r.study_id for r in rows.runs.values() if r.release_id == release.id}
+        return _Kept(assemble(loaded, opts), tuple(sorted(s for s in studies if s is not None)))
