@@ -142,6 +142,68 @@ class _Plan:
     # name -> (index of its vs-baseline comparison, index of its step comparison, previous rung)
     links: dict[str, tuple[int | None, int | None, str | None]]
     skipped: dict[str, tuple[str, ...]]
+    cleaned: dict[str, np.ndarray]  # each rung's values, sorted (clean_values)
+
+
+def _plan(item: LadderInput, samples: list[np.ndarray], pairs: list[Pair]) -> _Plan:
+    """The rungs of one ladder in order, with its samples and comparisons added to the batch's."""
+    mdef = describe_metric(item.metric, item.unit, item.better)
+    order: list[str] = []
+    pooled: dict[str, list[float]] = {}
+    for name, values in item.rungs:
+        if name not in pooled:
+            order.append(name)
+            pooled[name] = []
+        pooled[name].extend(float(v) for v in values)
+
+    reasons: list[str] = []
+    base_name = item.baseline if item.baseline is not None else (order[0] if order else None)
+    baseline_missing = base_name is None or not pooled.get(base_name)
+    if base_name is None:
+        reasons.append("no variants")
+    elif base_name not in pooled:
+        reasons.append(f"baseline {base_name!r} missing")
+    elif not pooled[base_name]:
+        reasons.append(f"baseline {base_name!r} has no values")
+
+    links: dict[str, tuple[int | None, int | None, str | None]] = {}
+    skipped: dict[str, tuple[str, ...]] = {}
+    empty: list[str] = []  # rungs without values since the last rung with values
+    prev: str | None = None
+    cleaned = {name: clean_values(v) for name, v in pooled.items()}  # once per rung, not per use
+    for name in order:
+        arr = cleaned[name]
+        samples.append(arr)
+        vs_base = step = None
+        if arr.size:
+            # baseline_missing covers base_name None; the explicit check says so to the type checker
+            if base_name is not None and not baseline_missing and name != base_name:
+                vs_base = len(pairs)
+                pairs.append(Pair(arr, cleaned[base_name], mdef.direction, name, base_name))
+            if prev is not None:
+                step = len(pairs)
+                pairs.append(Pair(arr, cleaned[prev], mdef.direction, name, prev))
+        links[name] = (vs_base, step, prev)
+        if arr.size:
+            if prev is not None and empty:
+                skipped[name] = tuple(empty)
+            prev = name
+            empty = []
+        else:
+            empty.append(name)
+    return _Plan(
+        item.metric,
+        mdef.unit,
+        mdef.direction,
+        order,
+        pooled,
+        base_name,
+        baseline_missing,
+        reasons,
+        links,
+        skipped,
+        cleaned,
+    )
 
 
 def analyze_ladders(
@@ -160,69 +222,12 @@ def analyze_ladders(
     samples: list[np.ndarray] = []
     pairs: list[Pair] = []
     for item in ladders:
-        mdef = describe_metric(item.metric, item.unit, item.better)
-        order: list[str] = []
-        pooled: dict[str, list[float]] = {}
-        for name, values in item.rungs:
-            if name not in pooled:
-                order.append(name)
-                pooled[name] = []
-            pooled[name].extend(float(v) for v in values)
-
-        reasons: list[str] = []
-        base_name = item.baseline if item.baseline is not None else (order[0] if order else None)
-        baseline_missing = base_name is None or not pooled.get(base_name)
-        if base_name is None:
-            reasons.append("no variants")
-        elif base_name not in pooled:
-            reasons.append(f"baseline {base_name!r} missing")
-        elif not pooled[base_name]:
-            reasons.append(f"baseline {base_name!r} has no values")
-
-        links: dict[str, tuple[int | None, int | None, str | None]] = {}
-        skipped: dict[str, tuple[str, ...]] = {}
-        empty: list[str] = []  # rungs without values since the last rung with values
-        prev: str | None = None
-        cleaned = {name: clean_values(v) for name, v in pooled.items()}  # once per rung, not per use
-        for name in order:
-            arr = cleaned[name]
-            samples.append(arr)
-            vs_base = step = None
-            if arr.size:
-                # baseline_missing covers base_name None; the explicit check says so to the type checker
-                if base_name is not None and not baseline_missing and name != base_name:
-                    vs_base = len(pairs)
-                    pairs.append(Pair(arr, cleaned[base_name], mdef.direction, name, base_name))
-                if prev is not None:
-                    step = len(pairs)
-                    pairs.append(Pair(arr, cleaned[prev], mdef.direction, name, prev))
-            links[name] = (vs_base, step, prev)
-            if arr.size:
-                if prev is not None and empty:
-                    skipped[name] = tuple(empty)
-                prev = name
-                empty = []
-            else:
-                empty.append(name)
-        plans.append(
-            _Plan(
-                item.metric,
-                mdef.unit,
-                mdef.direction,
-                order,
-                pooled,
-                base_name,
-                baseline_missing,
-                reasons,
-                links,
-                skipped,
-            )
-        )
+        plans.append(_plan(item, samples, pairs))
 
     summaries = iter(summarize_many(samples, noisy_cv=noisy_cv, min_n=min_n, confidence=confidence))
     # One family: every comparison of the batch (the ladders of one release) is BH-adjusted together.
     comparisons = compare_many(pairs, alpha=alpha, confidence=confidence)
-    out = []
+    staged = []
     for plan in plans:
         results: list[dict] = []
         for name in plan.order:
@@ -240,16 +245,28 @@ def analyze_ladders(
                     "previous": prev,
                     "reasons": reasons,
                     "skipped": gap,
-                    "values": plan.pooled[name],
+                    "values": plan.cleaned[name],
                 }
             )
-        out.append(_ladder(plan, results, alpha, confidence, n_resamples, seed))
-    return out
+        staged.append((plan, results, *_shown_shares(plan, results)))
+    # Every ladder's share intervals in a few array operations (share_intervals_many).
+    wanted = [(results, shares) for _plan, results, shares, _reasons in staged if shares]
+    found = iter(share_intervals_many(wanted, confidence, n_resamples, seed))
+    return [
+        _ladder(
+            plan,
+            results,
+            shares,
+            next(found) if shares else {},
+            reasons,
+            (alpha, confidence, n_resamples, seed),
+        )
+        for plan, results, shares, reasons in staged
+    ]
 
 
-def _ladder(
-    plan: _Plan, results: list[dict], alpha: float, confidence: float, n_resamples: int, seed: int
-) -> LadderAnalysis:
+def _shown_shares(plan: _Plan, results: list[dict]) -> tuple[dict[str, float], list[str]]:
+    """(the shares shown, the ladder's reasons): shares only when the total gain's interval excludes 1."""
     reasons = list(plan.reasons)
     total = _total(results, plan.base_name, plan.baseline_missing)
     shares = _shares(results, total, plan.base_name)
@@ -265,8 +282,19 @@ def _ladder(
     ):
         reasons.append("total gain's interval includes no gain: contribution shares not shown")
         shares = {}
-    share_cis = _share_intervals(results, shares, confidence, n_resamples, seed) if shares else {}
+    return shares, reasons
 
+
+def _ladder(
+    plan: _Plan,
+    results: list[dict],
+    shares: dict[str, float],
+    share_cis: dict[str, tuple[float | None, float | None]],
+    reasons: list[str],
+    settings: tuple[float, float, int, int],  # alpha, confidence, n_resamples, seed
+) -> LadderAnalysis:
+    alpha, confidence, n_resamples, seed = settings
+    total = _total(results, plan.base_name, plan.baseline_missing)
     variants = tuple(
         VariantResult(
             variant=r["variant"],
@@ -325,35 +353,70 @@ def _shares(results: list[dict], total: Comparison | None, base_name: str | None
     return {r["variant"]: r["step"].log_ratio / log_total for r in chain[1:]}
 
 
-def _share_intervals(
-    results: list[dict], shares: dict[str, float], confidence: float, n_resamples: int, seed: int
-) -> dict[str, tuple[float | None, float | None]]:
-    """Percentile intervals of every share from generalised pivotal draws of the rungs' log means.
+# Ladders whose draws are held in memory at once: 256 ladders x 5 rungs x 2,000 draws is 20 MB.
+_SHARE_CHUNK = 256
+
+
+def share_intervals_many(
+    ladders: Sequence[tuple[list[dict], dict[str, float]]], confidence: float, n_resamples: int, seed: int
+) -> list[dict[str, tuple[float | None, float | None]]]:
+    """Percentile intervals of every share from generalised pivotal draws of the rungs' log means,
+    for many ladders (each its results and its shown shares), with the numbers one ladder at a time gives.
 
     Each rung's mean log value is drawn as mean - T s / sqrt(n), T ~ t(n - 1), independently; the
     shares of each draw are its log steps over its log total. The orientation cancels in the ratio.
     Every rung of the chain needs 2 values (else no intervals). Seeded: same data, same interval.
+    Every ladder draws its T from a generator seeded afresh, so ladders with the same repeats per rung
+    draw the same T: drawn once per such shape, and the ladders of one shape computed as arrays.
     """
-    chain = [r for r in results if r["summary"].n > 0]
-    logs = [np.log(clean_values(r["values"])) for r in chain]  # sorted: order-independent sums
-    if any(y.size < 2 for y in logs):
-        return {}
-    rng = np.random.default_rng(seed)
-    draws = np.stack(
-        [y.mean() - rng.standard_t(y.size - 1, n_resamples) * y.std(ddof=1) / np.sqrt(y.size) for y in logs]
-    )
-    total = draws[-1] - draws[0]
+    out: list[dict[str, tuple[float | None, float | None]]] = [{} for _ in ladders]
+    shapes: dict[tuple[int, ...], list[tuple[int, list[dict], np.ndarray]]] = {}
+    for i, (results, _shares) in enumerate(ladders):
+        chain = [r for r in results if r["summary"].n > 0]
+        logs = [np.log(r["values"]) for r in chain]  # sorted: order-independent sums
+        if any(y.size < 2 for y in logs):
+            continue
+        stats = np.array([(y.mean(), y.std(ddof=1), np.sqrt(y.size)) for y in logs])
+        shapes.setdefault(tuple(y.size - 1 for y in logs), []).append((i, chain, stats))
     tail = (1.0 - confidence) / 2.0 * 100.0
-    out: dict[str, tuple[float | None, float | None]] = {}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for j, r in enumerate(chain[1:], start=1):
-            if r["variant"] not in shares:
-                continue
-            share = (draws[j] - draws[j - 1]) / total
-            share = share[np.isfinite(share)]
-            if share.size == 0:
-                out[r["variant"]] = (None, None)
-                continue
-            lo, hi = np.percentile(share, [tail, 100.0 - tail])
-            out[r["variant"]] = (float(lo), float(hi))
+    for dfs, members in shapes.items():
+        rng = np.random.default_rng(seed)
+        pivots = np.stack([rng.standard_t(df, n_resamples) for df in dfs])  # (rungs, draws)
+        for start in range(0, len(members), _SHARE_CHUNK):
+            part = members[start : start + _SHARE_CHUNK]
+            stats = np.stack([m[2] for m in part])  # (ladders, rungs, 3)
+            # The same operations, in the same order, as mean - T * s / sqrt(n) of one rung.
+            draws = stats[:, :, :1] - pivots[None, :, :] * stats[:, :, 1:2] / stats[:, :, 2:3]
+            total = draws[:, -1] - draws[:, 0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                for j in range(1, len(dfs)):
+                    _share_percentiles(part, j, (draws[:, j] - draws[:, j - 1]) / total, tail, ladders, out)
     return out
+
+
+def _share_percentiles(
+    part: Sequence[tuple[int, list[dict], np.ndarray]],
+    j: int,
+    share: np.ndarray,  # (ladders, draws): step j's share in every draw
+    tail: float,
+    ladders: Sequence[tuple[list[dict], dict[str, float]]],
+    out: list[dict[str, tuple[float | None, float | None]]],
+) -> None:
+    finite = np.isfinite(share).all(axis=1)
+    # Rows without a non-finite draw: one percentile call for all (the same numbers row by row).
+    rows = np.flatnonzero(finite)
+    bounds = np.percentile(share[rows], [tail, 100.0 - tail], axis=1) if rows.size else np.empty((2, 0))
+    bound_of = dict(zip(rows.tolist(), zip(bounds[0].tolist(), bounds[1].tolist(), strict=True), strict=True))
+    for row, (i, chain, _stats) in enumerate(part):
+        variant = chain[j]["variant"]
+        if variant not in ladders[i][1]:
+            continue
+        if row in bound_of:
+            out[i][variant] = bound_of[row]
+            continue
+        kept = share[row][np.isfinite(share[row])]
+        if kept.size == 0:
+            out[i][variant] = (None, None)
+            continue
+        lo, hi = np.percentile(kept, [tail, 100.0 - tail])
+        out[i][variant] = (float(lo), float(hi))

@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 SESSION_METHOD = (
     "method of moments over successive release-to-release differences of a pool's cells (log scale)"
 )
+K = TypeVar("K")
+
 # Below this many differences the estimate is too unstable to widen every verdict with.
 MIN_DIFFERENCES = 3
 
@@ -52,33 +55,53 @@ class SessionVariance:
         return None if self.tau2 is None else math.sqrt(self.tau2)
 
 
-def _session(values: Sequence[float]) -> tuple[float, float, int] | None:
-    """(mean log, variance of the mean log, n) of one session; None below 2 positive values."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size < 2 or not (arr > 0).all():
-        return None
-    logs = np.log(arr)
-    return float(logs.mean()), float(logs.var(ddof=1)) / arr.size, int(arr.size)
+def _sessions(sessions: Sequence[Sequence[float]]) -> list[tuple[float, float] | None]:
+    """(mean log, variance of the mean log) of every session; None below 2 positive values.
+
+    Sessions of one size are one array: each row's mean and variance are the numbers numpy gives
+    that row alone (the same reduction along the row), without a call per session."""
+    out: list[tuple[float, float] | None] = [None] * len(sessions)
+    by_size: dict[int, list[int]] = {}
+    for i, values in enumerate(sessions):
+        if len(values) >= 2:
+            by_size.setdefault(len(values), []).append(i)
+    for n, rows in by_size.items():
+        arr = np.asarray([sessions[i] for i in rows], dtype=float)
+        positive = np.asarray((arr > 0).all(axis=1))
+        logs = np.log(arr[positive])
+        means, variances = logs.mean(axis=1).tolist(), (logs.var(axis=1, ddof=1) / n).tolist()
+        for i, mean, var in zip(itertools.compress(rows, list(positive)), means, variances, strict=True):
+            out[i] = (mean, var)
+    return out
+
+
+def session_variances(pools: Mapping[K, Sequence[Sequence[Sequence[float]]]]) -> dict[K, SessionVariance]:
+    """:func:`session_variance` of every pool, the sessions of all of them summarised together."""
+    parts = iter(_sessions([s for cells in pools.values() for sessions in cells for s in sessions]))
+    out: dict[K, SessionVariance] = {}
+    for key, cells in pools.items():
+        total_d2 = total_w = 0.0
+        m = used_cells = 0
+        for sessions in cells:
+            k = 0
+            for a, b in itertools.pairwise([next(parts) for _ in sessions]):
+                if a is None or b is None:
+                    continue
+                total_d2 += (b[0] - a[0]) ** 2
+                total_w += a[1] + b[1]
+                m += 1
+                k += 1
+            used_cells += k > 0
+        if m < MIN_DIFFERENCES:
+            out[key] = SessionVariance(None, None, m, used_cells)
+        else:
+            tau2 = max(0.0, (total_d2 - total_w) / (2.0 * m))
+            out[key] = SessionVariance(tau2, max(1.0, 2.0 * m / 3.0), m, used_cells)
+    return out
 
 
 def session_variance(cells: Sequence[Sequence[Sequence[float]]]) -> SessionVariance:
     """tau^2 pooled over ``cells``; each cell is its sessions in release order (oldest first), each
     session the values of one release's repeats. Sessions with fewer than two positive values are
     skipped (no within-session variance), and a difference needs two consecutive usable sessions."""
-    total_d2 = total_w = 0.0
-    m = used_cells = 0
-    for sessions in cells:
-        parts = [_session(s) for s in sessions]
-        k = 0
-        for a, b in itertools.pairwise(parts):
-            if a is None or b is None:
-                continue
-            total_d2 += (b[0] - a[0]) ** 2
-            total_w += a[1] + b[1]
-            m += 1
-            k += 1
-        used_cells += k > 0
-    if m < MIN_DIFFERENCES:
-        return SessionVariance(None, None, m, used_cells)
-    tau2 = max(0.0, (total_d2 - total_w) / (2.0 * m))
-    return SessionVariance(tau2, max(1.0, 2.0 * m / 3.0), m, used_cells)
+    return session_variances({0: cells})[0]

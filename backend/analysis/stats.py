@@ -19,6 +19,7 @@ gives byte-identical output whatever order the runs were recorded in.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,12 +59,14 @@ class Summary:
 def clean_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Values as a sorted float array; sorting makes every seeded resample order-independent."""
     if isinstance(values, np.ndarray | list | tuple):
-        arr = np.asarray(values, dtype=float)  # no detour through Python floats
+        arr = np.array(values, dtype=float)  # no detour through Python floats; a copy to sort in place
     else:
-        arr = np.asarray(list(values), dtype=float)
-    if arr.size and not np.isfinite(arr).all():
+        arr = np.array(list(values), dtype=float)
+    arr.sort()
+    # Sorted, a NaN is last and an infinity first or last: the ends say whether all are finite.
+    if arr.size and not (math.isfinite(arr[0]) and math.isfinite(arr[-1])):
         raise ValueError("values must be finite numbers")
-    return np.sort(arr)
+    return arr
 
 
 def sorted_median(arr: np.ndarray) -> float:
@@ -116,6 +119,7 @@ NOISY_CONFIDENCE = 0.5
 # CPU: a release of 100 cells makes about 1,700 such calls).
 
 
+@functools.lru_cache(maxsize=4096)  # whole df (n - 1 of a sample) recur on every cell of a release
 def t_critical(confidence: float, df: float) -> float:
     """Two-sided critical value of Student's t (df may be fractional: Welch-Satterthwaite)."""
     return float(special.stdtrit(df, 0.5 + confidence / 2.0))
@@ -126,6 +130,7 @@ def t_two_sided_p(t: float, df: float) -> float:
     return float(2.0 * special.stdtr(df, -abs(t)))
 
 
+@functools.lru_cache(maxsize=1024)
 def chi2_quantile(q: float, df: float) -> float:
     """Lower quantile of chi-square, as ``stats.chi2.ppf(q, df)``."""
     return float(2.0 * special.gammaincinv(df / 2.0, q))
@@ -144,14 +149,14 @@ def scaled_mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     mean (a sum of values near 1e308 would overflow), and the std is inf rather than an error."""
     n = len(values)
     # Scaled only where squares could overflow, so ordinary samples keep their exact old figures.
-    top = max(abs(v) for v in values)
+    top = max(map(abs, values))
     scale = top if top > 1e150 else 1.0
     scaled = [v / scale for v in values] if scale != 1.0 else list(values)
     m = math.fsum(scaled) / n
     mean = m * scale
     if n < 2:
         return mean, None
-    return mean, math.sqrt(math.fsum((v - m) ** 2 for v in scaled) / (n - 1)) * scale
+    return mean, math.sqrt(math.fsum([(v - m) ** 2 for v in scaled]) / (n - 1)) * scale
 
 
 def log_t_interval(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:

@@ -2,7 +2,9 @@
 format and the dashboard read.
 
 - :mod:`.model`: the options and the result dataclasses;
-- :mod:`.release`: one release against its baseline release and its lookback releases;
+- :mod:`.release`: one release against its baseline release and its lookback releases (the build and
+  its cache); :mod:`.assemble` makes the comparison of what the build loaded, :mod:`.deltas` its
+  release-over-release checks, :mod:`.records` the parts read straight from rows;
 - :mod:`.run_sets`: two arbitrary sets of runs, cell against cell;
 - :mod:`.loading`: rows in a fixed number of queries; :mod:`.releases`: family order, manifest diff;
 - :mod:`.jsontext`: canonical JSON (the same data gives the same bytes).

@@ -191,10 +191,12 @@ def values_by_release(
     out: dict[int, dict[Cell, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list))
     )
+    named: dict[tuple[int, int, int], Cell | None] = {}  # ids -> names, looked up once per cell
     for rid, (rel, cl, wl, var, _rep, status, _kind, _study, _busy) in rows.runs.items():
         if status != RunStatus.succeeded or rid in skip:
             continue
-        cell = cat.cell(cl, wl, var)
+        ids = (cl, wl, var)
+        cell = named[ids] if ids in named else named.setdefault(ids, cat.cell(cl, wl, var))
         if cell is None:  # not seen: the catalog holds every id of these rows (skipped as in history_values)
             continue
         by_metric = out[rel][cell]
@@ -245,8 +247,12 @@ def history_values(
     )
     if skip_busy:
         query = query.where(~HOST_BUSY | Run.provenance["host_busy"].as_string().is_(None))
+    # Grouped by ids first (a tuple key per row), then named once per release, cell and metric.
+    groups: dict[tuple[int, int, int, int, str], list[float]] = defaultdict(list)
     for rel, cl, wl, var, name, value in session.connection().execute(query).all():
+        groups[(rel, cl, wl, var, name)].append(float(value))
+    for (rel, cl, wl, var, name), values in groups.items():
         cell = cat.cell(cl, wl, var)
         if cell is not None:
-            out[rel][cell][name].append(float(value))
+            out[rel][cell][name].extend(values)
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -15,7 +16,9 @@ from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import catalog
 from ablate.backend.services.comparison.loading import (
+    Catalog,
     Cell,
+    Rows,
     load_catalog,
     load_rows,
     metric_units,
@@ -77,41 +80,81 @@ def compare_run_sets(
         raise NotFound.at("runs", f"run(s) {', '.join(map(str, unknown[:20]))} do not exist")
     release_ids = sorted({r.release_id for r in rows.runs.values()})
     releases = list(session.scalars(select(Release).where(Release.id.in_(release_ids))))
-    cat = load_catalog(session, rows, releases)
-    missing: list[str] = []
-
-    def side(run_ids: Sequence[int], label: str) -> tuple[RunSet, dict[Cell, dict[str, list[float]]]]:
-        cells: dict[Cell, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for rid in sorted(set(run_ids)):
-            _rel, cl, wl, var, _rep, status, _kind, _study, _busy = rows.runs[rid]
-            cell = (cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)
-            if status != RunStatus.succeeded:
-                missing.append(f"{label}: run {rid} ({'/'.join(cell)}) is {status}: left out")
-                continue
-            for name, (value, _u) in rows.metrics.get(rid, {}).items():
-                cells[cell][name].append(value)
-        refs = sorted({cat.releases[rows.runs[r].release_id].ref for r in run_ids})
-        return RunSet(label, tuple(sorted(set(run_ids))), tuple(refs)), cells
-
-    base_set, base_cells = side(baseline_ids, "baseline")
-    cont_set, cont_cells = side(contender_ids, "contender")
+    loaded = _Loaded(rows, load_catalog(session, rows, releases), [])
+    base_set, base_cells = _side(loaded, baseline_ids, "baseline")
+    cont_set, cont_cells = _side(loaded, contender_ids, "contender")
     base_set = dataclasses.replace(base_set, label=baseline_label)
     cont_set = dataclasses.replace(cont_set, label=contender_label)
     present = {m for c in cont_cells.values() for m in c} & {m for c in base_cells.values() for m in c}
     metrics = pick_metrics(present, opts.metrics)
-    units = metric_units(rows)
+    pairs = _pairs(base_cells, cont_cells, loaded.missing)
+    deltas = _deltas(loaded, pairs, (base_cells, cont_cells), metrics, opts)
+    diff = None
+    if len(base_set.releases) == 1 and len(cont_set.releases) == 1 and base_set.releases != cont_set.releases:
+        by_ref = {r.ref: r for r in releases}
+        diff = manifest_diff(by_ref[base_set.releases[0]], by_ref[cont_set.releases[0]])
+    return RunSetComparison(
+        baseline=base_set,
+        contender=cont_set,
+        method=opts.method_info(),
+        metrics=metrics,
+        deltas=deltas,
+        manifest_diff=diff,
+        missing=tuple(loaded.missing),
+    )
 
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The runs of both sets, their catalog, and the notes on what is left out (filled as it goes)."""
+
+    rows: Rows
+    cat: Catalog
+    missing: list[str]
+
+
+CellValues = dict[Cell, dict[str, list[float]]]
+
+
+def _side(loaded: _Loaded, run_ids: Sequence[int], label: str) -> tuple[RunSet, CellValues]:
+    rows, cat = loaded.rows, loaded.cat
+    cells: CellValues = defaultdict(lambda: defaultdict(list))
+    for rid in sorted(set(run_ids)):
+        _rel, cl, wl, var, _rep, status, _kind, _study, _busy = rows.runs[rid]
+        cell = (cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)
+        if status != RunStatus.succeeded:
+            loaded.missing.append(f"{label}: run {rid} ({'/'.join(cell)}) is {status}: left out")
+            continue
+        for name, (value, _u) in rows.metrics.get(rid, {}).items():
+            cells[cell][name].append(value)
+    refs = sorted({cat.releases[rows.runs[r].release_id].ref for r in run_ids})
+    return RunSet(label, tuple(sorted(set(run_ids))), tuple(refs)), cells
+
+
+def _pairs(base_cells: CellValues, cont_cells: CellValues, missing: list[str]) -> list[tuple[Cell, Cell]]:
+    """(baseline cell, contender cell) to compare: the only cell of each, else cells of equal names."""
     if len(base_cells) == 1 and len(cont_cells) == 1:
-        pairs = [(next(iter(base_cells)), next(iter(cont_cells)))]
-    else:
-        pairs = [(c, c) for c in sorted(set(base_cells) & set(cont_cells))]
-        for c in sorted(set(base_cells) - set(cont_cells)):
-            missing.append(f"baseline cell {'/'.join(c)} has no counterpart in the contender set")
-        for c in sorted(set(cont_cells) - set(base_cells)):
-            missing.append(f"contender cell {'/'.join(c)} has no counterpart in the baseline set")
+        return [(next(iter(base_cells)), next(iter(cont_cells)))]
+    pairs = [(c, c) for c in sorted(set(base_cells) & set(cont_cells))]
+    for c in sorted(set(base_cells) - set(cont_cells)):
+        missing.append(f"baseline cell {'/'.join(c)} has no counterpart in the contender set")
+    for c in sorted(set(cont_cells) - set(base_cells)):
+        missing.append(f"contender cell {'/'.join(c)} has no counterpart in the baseline set")
     if not pairs:
         missing.append("no cells to compare")
+    return pairs
 
+
+def _deltas(
+    loaded: _Loaded,
+    pairs: Sequence[tuple[Cell, Cell]],
+    sides: tuple[CellValues, CellValues],  # baseline, contender
+    metrics: Sequence[str],
+    opts: ComparisonOptions,
+) -> tuple[ReleaseDelta, ...]:
+    """Every pair and metric, the compared ones tested as one batch (one Benjamini-Hochberg family)."""
+    base_cells, cont_cells = sides
+    units, directions = metric_units(loaded.rows), loaded.rows.directions
     delta_rows: list[tuple[tuple[str, ...], str, str, str, int | None]] = []
     checks: list[ReleasePair] = []
     for b_cell, c_cell in pairs:
@@ -126,28 +169,14 @@ def compare_run_sets(
             new = tuple(sorted(cont_cells[c_cell].get(metric, ())))
             if old and new:
                 delta_rows.append((label, metric, unit, "compared", len(checks)))
-                checks.append(ReleasePair(old, new, metric, unit, rows.directions.get(metric)))
+                checks.append(ReleasePair(old, new, metric, unit, directions.get(metric)))
             else:
                 status = "no baseline data" if new else "no data in this release"
                 delta_rows.append((label, metric, unit, status, None))
     results = opts.compare(checks)
-    deltas = [
+    return tuple(
         ReleaseDelta(
             cluster, workload, variant, metric, unit, status, None if i is None else results[i], None, ()
         )
         for (cluster, workload, variant), metric, unit, status, i in delta_rows
-    ]
-
-    diff = None
-    if len(base_set.releases) == 1 and len(cont_set.releases) == 1 and base_set.releases != cont_set.releases:
-        by_ref = {r.ref: r for r in releases}
-        diff = manifest_diff(by_ref[base_set.releases[0]], by_ref[cont_set.releases[0]])
-    return RunSetComparison(
-        baseline=base_set,
-        contender=cont_set,
-        method=opts.method_info(),
-        metrics=metrics,
-        deltas=tuple(deltas),
-        manifest_diff=diff,
-        missing=tuple(missing),
     )
