@@ -24,6 +24,7 @@ from ablate.backend.services.ingest.rows import (
     Rows,
     check_directions,
     check_times,
+    pipelined,
     prepare_rows,
     write_rows,
 )
@@ -94,10 +95,11 @@ def record_run_results(
     session.execute(delete(RunMetric).where(RunMetric.run_id.in_(ids)))
     session.execute(delete(RunSeries).where(RunSeries.run_id.in_(ids)))
     session.execute(delete(RunSeriesLevel).where(RunSeriesLevel.run_id.in_(ids)))
-    write_rows(session, [(item.run.id, r) for item, r in zip(items, rows, strict=True)])
+    with pipelined(session):  # the rows and the releases' mark in one round trip
+        write_rows(session, [(item.run.id, r) for item, r in zip(items, rows, strict=True)])
+        watch.mark_releases(session, {item.run.release_id for item in items})
     for item in items:
         session.expire(item.run, ["metrics", "series"])
-    watch.mark_releases(session, {item.run.release_id for item in items})
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
     if study_ids and refresh_studies:
         from ablate.backend.services.studies import refresh_study_statuses

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import psycopg
 from sqlalchemy import insert, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from ablate.backend.db import series_codec
@@ -186,17 +189,69 @@ def check_directions(session: Session, rows: Sequence[tuple[str, Rows]]) -> None
             )
 
 
+# A table, its rows as tuples (run id first) and the names of the row's other fields.
+_TableRows = tuple[Any, list[tuple[Any, ...]], tuple[str, ...]]
+
+
 def write_rows(session: Session, rows: Sequence[tuple[int, Rows]]) -> None:
-    """Insert the metric and series rows of already-flushed runs, in bulk (one statement per table)."""
-    metric_rows = [{"run_id": run_id, **m._asdict()} for run_id, r in rows for m in r.metrics]
-    series_rows = [{"run_id": run_id, **s._asdict()} for run_id, r in rows for s in r.series]
-    level_rows = [{"run_id": run_id, **lv._asdict()} for run_id, r in rows for lv in r.levels]
-    if metric_rows:
-        session.execute(insert(RunMetric), metric_rows)
-    if series_rows:
-        session.execute(insert(RunSeries), series_rows)
-    if level_rows:
-        session.execute(insert(RunSeriesLevel), level_rows)
+    """Insert the metric and series rows of already-inserted runs, in bulk (one statement per table;
+    on PostgreSQL all of them in one round trip)."""
+    tables = (
+        (RunMetric.__table__, [(run_id, *m) for run_id, r in rows for m in r.metrics], MetricRow._fields),
+        (RunSeries.__table__, [(run_id, *s) for run_id, r in rows for s in r.series], SeriesRow._fields),
+        (
+            RunSeriesLevel.__table__,
+            [(run_id, *lv) for run_id, r in rows for lv in r.levels],
+            LevelRow._fields,
+        ),
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        _write_pipelined(session, tables)
+        return
+    for table, values, fields in tables:
+        if values:
+            names = ("run_id", *fields)
+            session.execute(insert(table), [dict(zip(names, v, strict=True)) for v in values])
+
+
+# Bind parameters per statement: PostgreSQL's protocol allows 65,535.
+_MAX_PARAMS = 60_000
+
+
+def _write_pipelined(session: Session, tables: Sequence[_TableRows]) -> None:
+    """The tables' rows as multi-row ``INSERT``s in one pipeline (see :func:`pipelined`). Never
+    prepared: a prepared statement makes psycopg send ``DEALLOCATE ALL`` after the next rollback on
+    the connection (a read session's end), one more round trip for the next request."""
+    raw = session.connection().connection.driver_connection
+    with pipelined(session), raw.cursor() as cursor:
+        for table, values, fields in tables:
+            columns = ", ".join(f'"{c}"' for c in ("run_id", *fields))
+            row = "(" + ", ".join(["%s"] * (len(fields) + 1)) + ")"
+            step = _MAX_PARAMS // (len(fields) + 1)
+            for start in range(0, len(values), step):
+                chunk = values[start : start + step]
+                sql = f"INSERT INTO {table.name} ({columns}) VALUES " + ", ".join([row] * len(chunk))
+                cursor.execute(sql, [v for r in chunk for v in r], prepare=False)
+
+
+@contextmanager
+def pipelined(session: Session) -> Iterator[None]:
+    """On PostgreSQL, the statements issued inside reach the server together, in one round trip
+    (psycopg's pipeline mode; a request's latency on a busy host is mostly round trips), and their
+    errors come out of the block's end as SQLAlchemy's. Only statements whose results are not read
+    belong inside (no ``RETURNING``, no ``SELECT``). Elsewhere, and inside another, it does nothing."""
+    if session.get_bind().dialect.name != "postgresql":
+        yield
+        return
+    raw = session.connection().connection.driver_connection
+    if raw.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+        yield
+        return
+    try:
+        with raw.pipeline():
+            yield
+    except psycopg.Error as exc:  # as SQLAlchemy raises it, for the callers' retry decisions
+        raise DBAPIError.instance("(pipelined statements)", None, exc, psycopg.Error) from exc
 
 
 def check_times(started_at: datetime | None, finished_at: datetime | None, loc: str) -> FieldError | None:
