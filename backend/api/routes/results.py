@@ -87,7 +87,9 @@ def _parse(holder: list[bytearray]) -> ResultsBatch:
     return ResultsBatch.model_validate(data)
 
 
-def _store(request: Request, batch: ResultsBatch, principal: Principal | None) -> ingest.SubmitOutcome:
+def _store(request: Request, holder: list[bytearray], principal: Principal | None) -> ingest.SubmitOutcome:
+    """Parse and store in one trip to the thread pool (each trip waits for a thread on a busy host)."""
+    batch = _parse(holder)
     return ingest.submit_results_retrying(
         database(request),
         batch,
@@ -124,8 +126,7 @@ async def submit_results(request: Request, principal: Principal | None = Depends
         body += chunk
     holder = [body]
     del body
-    batch = await run_in_threadpool(_parse, holder)
-    outcome = await run_in_threadpool(_store, request, batch, principal)
+    outcome = await run_in_threadpool(_store, request, holder, principal)
     return JSONResponse(
         {"run_ids": outcome.run_ids, "created": outcome.created}, status_code=201 if outcome.created else 200
     )
