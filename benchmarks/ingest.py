@@ -8,12 +8,12 @@ it in a subprocess (``--workers`` > 1: uvicorn's worker processes on the app fac
 docs/deployment.md runs the API), and submits ``--results`` results, each with a
 ``--points``-point step series and three summary metrics, as ``POST /api/v1/results`` batches of
 ``--batch`` results from ``--clients`` concurrent clients. Request bodies are encoded before the
-clock starts (CI sends files it already has), and one warm-up request goes before it (the
-route's first request builds its state; the baseline connects before its clock too). The baseline writes the same rows (runs,
-run_metrics, run_series with the packed blobs) with psycopg ``COPY`` from the same decoded values,
-packing included. Prints the median points/s of both and their ratio (the aim of issue 29: the
-service at least 0.3 of ``COPY`` with one result per request, 0.6 with ten; the median of the
-per-repetition ratios).
+clock starts (CI sends files it already has), and one warm-up request goes before it (the route's
+first request builds its state; the baseline connects before its clock too). The baseline writes the
+same rows (runs, run_metrics, run_series with the packed blobs) with psycopg ``COPY`` from the same
+decoded values, packing included. Prints the median points/s of both and their ratio (the aim of
+issue 29: the service at least 0.3 of ``COPY`` with one result per request, 0.6 with ten; the median
+of the per-repetition ratios).
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def run_service(url: str, results: list[dict[str, Any]], batch: int, clients: in
         # One request before the clock, as the COPY side connects before its clock: FastAPI builds a
         # route's state on its first request (~0.25 s here) and the pool opens its first connection.
         warm = json.dumps({"results": [{**results[0], "repeat": len(results)}]}).encode()
-        r = pool_clients[0].post("/api/v1/results", content=warm, headers={"Idempotency-Key": "bench-warm-up"})
+        r = pool_clients[0].post("/api/v1/results", content=warm, headers={"Idempotency-Key": "warm-up"})
         if r.status_code != 201:
             raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
         start = time.perf_counter()
