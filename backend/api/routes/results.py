@@ -19,18 +19,22 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.db.models import TokenScope
 from ablate.backend.schemas.results import ResultsBatch, SubmitResponse, compact_series
 from ablate.backend.services import ingest
 from ablate.backend.services.errors import ProblemError, ValidationProblem
-from ablate.backend.services.tokens import Principal
 
 router = APIRouter(tags=["results"])
 
 MAX_KEY = 200
+# The token is checked in the transaction that stores the batch (auth.check_in), before the body is
+# parsed: a request without a live token with the submit scope is refused before any parsing.
+_bearer = auth.bearer(TokenScope.submit.value)
 
 
 def _key(request: Request) -> str | None:
@@ -87,14 +91,25 @@ def _parse(holder: list[bytearray]) -> ResultsBatch:
     return ResultsBatch.model_validate(data)
 
 
-def _store(request: Request, holder: list[bytearray], principal: Principal | None) -> ingest.SubmitOutcome:
-    """Parse and store in one trip to the thread pool (each trip waits for a thread on a busy host)."""
-    batch = _parse(holder)
+def _store(request: Request, holder: list[bytearray], secret: str) -> ingest.SubmitOutcome:
+    """Check the token, parse and store in one trip to the thread pool (each trip waits for a thread on
+    a busy host) and in one transaction (the token's look-up needs no connection of its own)."""
+
+    try:
+        key, bad_key = _key(request), None
+    except ValidationProblem as exc:
+        key, bad_key = None, exc
+
+    def prelude(session: Session) -> tuple[ResultsBatch, str | None]:
+        # In this order, as the answers always came: the token, then the body, then the key.
+        principal = auth.check_in(session, secret, TokenScope.submit.value)
+        batch = _parse(holder)
+        if bad_key is not None:
+            raise bad_key
+        return batch, principal.scope
+
     return ingest.submit_results_retrying(
-        database(request),
-        batch,
-        token_scope=principal.scope if principal else None,
-        idempotency_key=_key(request),
+        database(request), None, token_scope=None, idempotency_key=key, prelude=prelude
     )
 
 
@@ -119,14 +134,14 @@ def _store(request: Request, holder: list[bytearray], principal: Principal | Non
         ],
     },
 )
-async def submit_results(request: Request, principal: Principal | None = Depends(auth.submit)) -> Any:
+async def submit_results(request: Request, secret: str = Depends(_bearer)) -> Any:
     """Store a batch of results, all or nothing: 201 with the new run ids, 200 for a repeat."""
     body = bytearray()
     async for chunk in request.stream():  # not request.body(): that keeps a second copy on the request
         body += chunk
     holder = [body]
     del body
-    outcome = await run_in_threadpool(_store, request, holder, principal)
+    outcome = await run_in_threadpool(_store, request, holder, secret)
     return JSONResponse(
         {"run_ids": outcome.run_ids, "created": outcome.created}, status_code=201 if outcome.created else 200
     )

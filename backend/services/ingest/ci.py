@@ -5,7 +5,7 @@ per idempotency key; :func:`submit_results_retrying` runs it in its own transact
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, insert, select, text
@@ -260,13 +260,18 @@ def _retryable(exc: DBAPIError) -> bool:
     return sqlstate in _RETRY_SQLSTATES or "database is locked" in str(exc.orig)
 
 
+# What a caller may run first in the first transaction, giving the batch and the token's scope.
+Prelude = Callable[[Session], tuple[ResultsBatch, str | None]]
+
+
 def submit_results_retrying(
     database: Database,
-    batch: ResultsBatch,
+    batch: ResultsBatch | None,
     *,
     token_scope: str | None,
     idempotency_key: str | None,
     attempts: int = 5,
+    prelude: Prelude | None = None,
 ) -> SubmitOutcome:
     """:func:`submit_results` in its own transaction, tried again when a concurrent one got there first.
 
@@ -275,24 +280,30 @@ def submit_results_retrying(
     submission even when the repeat itself would be refused), the cache is dropped and the batch is
     tried the careful way: on the retry the winner's rows are visible, so the same key returns the
     winner's run ids: twenty clients sending the same batch at once store it exactly once.
+
+    ``prelude`` (instead of ``batch`` and ``token_scope``) runs first in the first transaction and
+    gives both: the results route checks the token and parses the body there, in the connection and
+    transaction that store it. What it raises is raised as it is.
     """
-    keyed = any(k is not None for k in result_keys(batch, idempotency_key))
+    given: list[tuple[ResultsBatch, str | None]] = []
     try:
         with database.transaction() as session:
+            given.append(prelude(session) if prelude is not None else (_required(batch), token_scope))
             return submit_results(
                 session,
-                batch,
-                token_scope=token_scope,
+                given[0][0],
+                token_scope=given[0][1],
                 idempotency_key=idempotency_key,
                 optimistic=True,
             )
     except ProblemError:
-        if not keyed:
+        if not given or not any(k is not None for k in result_keys(given[0][0], idempotency_key)):
             raise
     except DBAPIError as exc:
-        if not _retryable(exc):
+        if not given or not _retryable(exc):
             raise
         catalog_ids(database.engine).clear()
+    batch, token_scope = given[0]
     for attempt in range(attempts):
         try:
             with database.transaction() as session:
@@ -304,3 +315,9 @@ def submit_results_retrying(
                 raise
             time.sleep(0.01 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _required(batch: ResultsBatch | None) -> ResultsBatch:
+    if batch is None:
+        raise TypeError("submit_results_retrying needs a batch or a prelude")
+    return batch
