@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import Table, func, insert, select, text
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
@@ -158,7 +159,7 @@ def _insert_runs(session: Session, runs: Sequence[Run]) -> None:
     """One Core ``INSERT ... RETURNING`` for the new runs (the ORM's unit of work costs more CPU than
     the statement itself for rows this simple); the runs stay transient and get their ids from it."""
     session.flush()  # catalog entries this batch created go first: the runs' foreign keys need them
-    table = Run.__table__
+    table = cast(Table, Run.__table__)
     given = [{k: v for k, v in sa_inspect(run).dict.items() if k in table.c} for run in runs]
     # Every run was built by the same code, so the columns with defaults are set in all or none;
     # the others (a log path, a throughput) are nullable and NULL where a result has none.

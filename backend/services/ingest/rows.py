@@ -10,11 +10,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import psycopg
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -211,7 +211,7 @@ def write_rows(session: Session, rows: Sequence[tuple[int, Rows]]) -> None:
     for table, values, fields in tables:
         if values:
             names = ("run_id", *fields)
-            session.execute(insert(table), [dict(zip(names, v, strict=True)) for v in values])
+            session.execute(insert(cast(Table, table)), [dict(zip(names, v, strict=True)) for v in values])
 
 
 # Bind parameters per statement: PostgreSQL's protocol allows 65,535.
@@ -222,7 +222,7 @@ def _write_pipelined(session: Session, tables: Sequence[_TableRows]) -> None:
     """The tables' rows as multi-row ``INSERT``s in one pipeline (see :func:`pipelined`). Never
     prepared: a prepared statement makes psycopg send ``DEALLOCATE ALL`` after the next rollback on
     the connection (a read session's end), one more round trip for the next request."""
-    raw = session.connection().connection.driver_connection
+    raw = _driver_connection(session)
     with pipelined(session), raw.cursor() as cursor:
         for table, values, fields in tables:
             columns = ", ".join(f'"{c}"' for c in ("run_id", *fields))
@@ -234,6 +234,13 @@ def _write_pipelined(session: Session, tables: Sequence[_TableRows]) -> None:
                 cursor.execute(sql, [v for r in chunk for v in r], prepare=False)
 
 
+def _driver_connection(session: Session) -> psycopg.Connection[Any]:
+    raw = session.connection().connection.driver_connection
+    if not isinstance(raw, psycopg.Connection):
+        raise TypeError(f"expected a psycopg connection, got {type(raw).__name__}")
+    return raw
+
+
 @contextmanager
 def pipelined(session: Session) -> Iterator[None]:
     """On PostgreSQL, the statements issued inside reach the server together, in one round trip
@@ -243,7 +250,7 @@ def pipelined(session: Session) -> Iterator[None]:
     if session.get_bind().dialect.name != "postgresql":
         yield
         return
-    raw = session.connection().connection.driver_connection
+    raw = _driver_connection(session)
     if raw.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
         yield
         return
