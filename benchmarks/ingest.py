@@ -8,11 +8,12 @@ it in a subprocess (``--workers`` > 1: uvicorn's worker processes on the app fac
 docs/deployment.md runs the API), and submits ``--results`` results, each with a
 ``--points``-point step series and three summary metrics, as ``POST /api/v1/results`` batches of
 ``--batch`` results from ``--clients`` concurrent clients. Request bodies are encoded before the
-clock starts (CI sends files it already has). The baseline writes the same rows (runs,
-run_metrics, run_series with the packed blobs) with psycopg ``COPY`` from the same decoded values,
-packing included. Prints the median points/s of both and their ratio (the aim: the service at
-least 0.7 of ``COPY`` with one result per request, 0.9 with ten; the median of the
-per-repetition ratios).
+clock starts (CI sends files it already has), and one warm-up request goes before it (the route's
+first request builds its state; the baseline connects before its clock too). The baseline writes the
+same rows (runs, run_metrics, run_series with the packed blobs) with psycopg ``COPY`` from the same
+decoded values, packing included. Prints the median points/s of both and their ratio (the aim of
+issue 29: the service at least 0.3 of ``COPY`` with one result per request, 0.6 with ten; the median
+of the per-repetition ratios).
 """
 
 from __future__ import annotations
@@ -160,6 +161,12 @@ def run_service(url: str, results: list[dict[str, Any]], batch: int, clients: in
             if r.status_code != 201:
                 raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
 
+        # One request before the clock, as the COPY side connects before its clock: FastAPI builds a
+        # route's state on its first request (~0.25 s here) and the pool opens its first connection.
+        warm = json.dumps({"results": [{**results[0], "repeat": len(results)}]}).encode()
+        r = pool_clients[0].post("/api/v1/results", content=warm, headers={"Idempotency-Key": "warm-up"})
+        if r.status_code != 201:
+            raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
         start = time.perf_counter()
         with ThreadPoolExecutor(clients) as pool:
             list(pool.map(send, range(len(bodies))))
@@ -257,7 +264,7 @@ def main() -> None:
     s, b = statistics.median(service), statistics.median(baseline)
     ratios = [bt / st for st, bt in zip(service, baseline, strict=True)]
     paired = median_paired_ratio(baseline, service)
-    aim = 0.7 if args.batch == 1 else 0.9 if args.batch >= 10 else "n/a"
+    aim = 0.3 if args.batch == 1 else 0.6 if args.batch >= 10 else "n/a"
     print(
         f"{args.results} results x {args.points} points = {total:,} points, "
         f"batches of {args.batch}, {args.clients} client(s), {args.workers} server process(es)"

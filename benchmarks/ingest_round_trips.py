@@ -4,7 +4,8 @@
 
 Runs the app in-process on a fresh PostgreSQL database, traces every connection's libpq protocol
 (``PGconn.trace``) and counts the client's synchronising messages: each simple ``Query`` and each
-``Sync`` (an extended-protocol statement, or the pool's ping) waits for the server once. Pool
+``Sync`` (an extended-protocol statement, or the pool's ping) waits for the server once; Syncs
+sent back to back (the end of a pipeline of statements) wait once together. Pool
 pings, ``BEGIN``, ``COMMIT`` and the rollback on returning a connection are all counted. The first
 request warms the connection pool and any per-process caches and is not counted; the figure is the
 median over ``--requests`` further requests, each with a new idempotency key.
@@ -31,17 +32,23 @@ from ablate.backend.db.database import Database
 
 
 def count_round_trips(trace: Path) -> int:
-    """Frontend messages that wait for the server: ``Query`` (simple protocol) and ``Sync``."""
+    """Frontend messages that wait for the server: ``Query`` (simple protocol) and ``Sync``. Syncs
+    sent back to back with no server message between them (a pipeline's end: its statements, the
+    commit's and the pipeline's own Sync go out together) wait once."""
     n = 0
+    previous = ""
     for line in trace.read_text(errors="replace").splitlines():
         parts = line.split("\t")
         # libpq trace lines: [timestamp] direction length message-type ...
         fields = [p for p in parts if p]
-        if "F" in fields:
-            i = fields.index("F")
-            kind = fields[i + 2] if len(fields) > i + 2 else ""
-            if kind.split(" ")[0] in ("Query", "Sync"):
-                n += 1
+        direction = "F" if "F" in fields else "B" if "B" in fields else ""
+        if not direction:
+            continue
+        i = fields.index(direction)
+        kind = fields[i + 2].split(" ")[0] if len(fields) > i + 2 else ""
+        if direction == "F" and (kind == "Query" or (kind == "Sync" and previous not in ("Sync", "Flush"))):
+            n += 1
+        previous = kind if direction == "F" else "B"
     return n
 
 
