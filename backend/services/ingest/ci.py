@@ -4,6 +4,7 @@ per idempotency key; :func:`submit_results_retrying` runs it in its own transact
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -271,7 +272,7 @@ def submit_results_retrying(
     *,
     token_scope: str | None,
     idempotency_key: str | None,
-    attempts: int = 5,
+    attempts: int = 12,
     prelude: Prelude | None = None,
 ) -> SubmitOutcome:
     """:func:`submit_results` in its own transaction, tried again when a concurrent one got there first.
@@ -314,7 +315,8 @@ def submit_results_retrying(
         except DBAPIError as exc:
             if attempt == attempts - 1 or not _retryable(exc):
                 raise
-            time.sleep(0.01 * (attempt + 1))
+            # Jittered so the losers of one round do not collide again in step.
+            time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
     raise AssertionError("unreachable")
 
 
