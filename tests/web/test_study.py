@@ -25,7 +25,9 @@ from tests.web.helpers import assert_no_console_errors, open_page, shoot
 pytestmark = pytest.mark.browser
 
 TERMINAL = ("succeeded", "failed", "cancelled")
-# "small" preset at 128 tokens x 4: about 0.1 s per step on one CPU thread, so 40 steps take seconds.
+# "small" preset at 128 tokens x 4: about 0.1 s per step on one CPU thread, so 120 steps take about
+# 12 s: progress is reported once a second and the page polls once a second, and with 40 steps a fresh
+# clone's idle CI run once finished both runs between two polls (no part-way value seen).
 LIVE_WORKLOAD = {
     "name": "tiny-live",
     "framework": "pytorch",
@@ -35,7 +37,7 @@ LIVE_WORKLOAD = {
     "micro_batch": 4,
     "precision": "fp32",
     "warmup_steps": 1,
-    "measured_steps": 40,
+    "measured_steps": 120,
 }
 LIVE_VARIANTS = [
     {"name": "Base", "position": 0},
