@@ -22,6 +22,9 @@ its assumptions and its sources; in short:
 * **Step time**. ``log T(k) = gamma + delta_g + lambda * k`` (each checkpointed layer adds one
   recomputed forward, a fixed fraction of the step), the prior of lambda from the FLOPs of one
   layer's forward against the whole step; the throughput ratio against k = 0 is ``exp(-lambda*k)``.
+
+Modules: ``shape`` (the prior), ``calibration`` (the memory and step-time fits), ``advice``
+(:func:`recommend`); every name is importable from this package.
 """
 
 from __future__ import annotations
