@@ -1,6 +1,12 @@
 """Pure analysis: lists of numbers in, frozen dataclasses out. No database, no plotly, no I/O."""
 
-from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, analyze_ladder, speedup_of
+from ablate.backend.analysis.ablation import (
+    LadderAnalysis,
+    LadderOptions,
+    VariantResult,
+    analyze_ladder,
+    speedup_of,
+)
 from ablate.backend.analysis.comparison import BASELINE_SPEEDUP, Comparison, compare_samples
 from ablate.backend.analysis.factorial import (
     Effect,
@@ -11,6 +17,7 @@ from ablate.backend.analysis.factorial import (
 from ablate.backend.analysis.manifest import ManifestDiff, PackageChange, compare_versions, diff_manifests
 from ablate.backend.analysis.regression import (
     LookbackResult,
+    LookbackRule,
     RegressionResult,
     compare_releases,
     compare_releases_many,
@@ -25,7 +32,9 @@ __all__ = [
     "Effect",
     "FactorialAnalysis",
     "LadderAnalysis",
+    "LadderOptions",
     "LookbackResult",
+    "LookbackRule",
     "ManifestDiff",
     "PackageChange",
     "RegressionResult",

@@ -100,33 +100,33 @@ class LadderInput:
     better: str | None = None  # a custom metric's stored direction ("higher" / "lower")
 
 
+@dataclass(frozen=True)
+class LadderOptions:
+    """How ladders are analysed: the level and confidence of the comparisons, the bootstrap of the
+    share intervals (``n_resamples`` draws, seeded), and when a rung's summary is flagged noisy
+    (``noisy_cv``, ``min_n``; see :func:`~ablate.backend.analysis.stats.summarize`)."""
+
+    alpha: float = 0.05
+    confidence: float = 0.95
+    n_resamples: int = DEFAULT_N_RESAMPLES
+    seed: int = 0
+    noisy_cv: float = 0.05
+    min_n: int = 3
+
+
 def analyze_ladder(
     rungs: Sequence[tuple[str, Sequence[float]]],
     metric: str,
     *,
     unit: str | None = None,
     baseline: str | None = None,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
-    n_resamples: int = DEFAULT_N_RESAMPLES,
-    seed: int = 0,
-    noisy_cv: float = 0.05,
-    min_n: int = 3,
+    options: LadderOptions = LadderOptions(),
 ) -> LadderAnalysis:
     """Analyse one ladder. ``baseline`` defaults to the first rung; ``unit`` is needed for custom metrics.
 
     Duplicate variant names are merged (their values pooled) at the first position they appear.
-    ``noisy_cv`` and ``min_n`` decide when a rung's summary is flagged noisy (see :func:`summarize`).
     """
-    return analyze_ladders(
-        [LadderInput(rungs, metric, unit, baseline)],
-        alpha=alpha,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        noisy_cv=noisy_cv,
-        min_n=min_n,
-    )[0]
+    return _analyze([LadderInput(rungs, metric, unit, baseline)], options)[0]
 
 
 @dataclass
@@ -218,13 +218,21 @@ def analyze_ladders(
 ) -> list[LadderAnalysis]:
     """:func:`analyze_ladder` of many ladders: every summary and comparison of all of them is
     bootstrapped in a few batched calls, with the same results as one ladder at a time."""
+    return _analyze(ladders, LadderOptions(alpha, confidence, n_resamples, seed, noisy_cv, min_n))
+
+
+def _analyze(ladders: Sequence[LadderInput], options: LadderOptions) -> list[LadderAnalysis]:
+    """The ladders analysed with ``options``, as one batch (:func:`analyze_ladders`)."""
+    alpha, confidence = options.alpha, options.confidence
     plans: list[_Plan] = []
     samples: list[np.ndarray] = []
     pairs: list[Pair] = []
     for item in ladders:
         plans.append(_plan(item, samples, pairs))
 
-    summaries = iter(summarize_many(samples, noisy_cv=noisy_cv, min_n=min_n, confidence=confidence))
+    summaries = iter(
+        summarize_many(samples, noisy_cv=options.noisy_cv, min_n=options.min_n, confidence=confidence)
+    )
     # One family: every comparison of the batch (the ladders of one release) is BH-adjusted together.
     comparisons = compare_many(pairs, alpha=alpha, confidence=confidence)
     staged = []
@@ -251,16 +259,9 @@ def analyze_ladders(
         staged.append((plan, results, *_shown_shares(plan, results)))
     # Every ladder's share intervals in a few array operations (share_intervals_many).
     wanted = [(results, shares) for _plan, results, shares, _reasons in staged if shares]
-    found = iter(share_intervals_many(wanted, confidence, n_resamples, seed))
+    found = iter(share_intervals_many(wanted, confidence, options.n_resamples, options.seed))
     return [
-        _ladder(
-            plan,
-            results,
-            shares,
-            next(found) if shares else {},
-            reasons,
-            (alpha, confidence, n_resamples, seed),
-        )
+        _ladder(plan, results, shares, next(found) if shares else {}, reasons, options)
         for plan, results, shares, reasons in staged
     ]
 
@@ -291,9 +292,8 @@ def _ladder(
     shares: dict[str, float],
     share_cis: dict[str, tuple[float | None, float | None]],
     reasons: list[str],
-    settings: tuple[float, float, int, int],  # alpha, confidence, n_resamples, seed
+    options: LadderOptions,
 ) -> LadderAnalysis:
-    alpha, confidence, n_resamples, seed = settings
     total = _total(results, plan.base_name, plan.baseline_missing)
     variants = tuple(
         VariantResult(
@@ -320,10 +320,10 @@ def _ladder(
         baseline_missing=plan.baseline_missing,
         variants=variants,
         total=total,
-        alpha=alpha,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
+        alpha=options.alpha,
+        confidence=options.confidence,
+        n_resamples=options.n_resamples,
+        seed=options.seed,
         reasons=tuple(reasons),
     )
 

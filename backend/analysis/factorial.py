@@ -38,7 +38,7 @@ from ablate.backend.analysis.stats import (
     t_critical,
     t_two_sided_p,
 )
-from ablate.backend.domain.metrics import Direction, describe_metric
+from ablate.backend.domain.metrics import Direction, MetricDef, describe_metric
 
 MAX_FACTORS = 12
 WELCH_EFFECT_METHOD = "t-interval, welch-satterthwaite standard error per contrast (log scale)"
@@ -92,6 +92,146 @@ def factors_from_variant(name: str, *, base: str = "Base", sep: str = "+") -> fr
     return frozenset(p.strip() for p in name.split(sep) if p.strip() and p.strip() != base)
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """One analysis' pooled cells: the metric, the factors, every on/off combination of them (fewer
+    factors first) with the values of each, and the combinations that have none."""
+
+    metric: str
+    mdef: MetricDef
+    confidence: float
+    names: tuple[str, ...]
+    combos: tuple[frozenset[str], ...]
+    pooled: dict[frozenset[str], list[float]]
+    missing: tuple[tuple[str, ...], ...]
+
+
+def _layout(
+    cells: Sequence[tuple[str | Iterable[str], Sequence[float]]],
+    metric: str,
+    mdef: MetricDef,
+    factors: Sequence[str] | None,
+    confidence: float,
+) -> _Layout:
+    """Cells with equal factor sets pooled; raises ValueError on unknown or too many factors."""
+    pooled: dict[frozenset[str], list[float]] = {}
+    for key, values in cells:
+        fs = factors_from_variant(key) if isinstance(key, str) else frozenset(key)
+        pooled.setdefault(fs, []).extend(float(v) for v in values)
+
+    seen = sorted(set().union(*pooled.keys())) if pooled else []
+    names = tuple(factors) if factors is not None else tuple(seen)
+    unknown = sorted(set(seen) - set(names))
+    if unknown:
+        raise ValueError(f"cells use factors not in `factors`: {unknown}")
+    if len(names) > MAX_FACTORS:
+        raise ValueError(f"at most {MAX_FACTORS} factors, got {len(names)}")
+
+    combos = tuple(frozenset(c) for r in range(len(names) + 1) for c in itertools.combinations(names, r))
+    absent = (tuple(sorted(c)) for c in combos if not pooled.get(c))
+    missing = tuple(sorted(absent, key=lambda t: (len(t), t)))
+    return _Layout(metric, mdef, confidence, names, combos, pooled, missing)
+
+
+def _analysis(
+    layout: _Layout,
+    *,
+    main_effects: tuple[Effect, ...] = (),
+    interactions: tuple[Effect, ...] = (),
+    df: int | None = None,
+    reasons: tuple[str, ...] = (),
+) -> FactorialAnalysis:
+    return FactorialAnalysis(
+        metric=layout.metric,
+        unit=layout.mdef.unit,
+        direction=layout.mdef.direction,
+        factors=layout.names,
+        complete=not layout.missing,
+        missing=layout.missing,
+        main_effects=main_effects,
+        interactions=interactions,
+        n_cells=sum(1 for c in layout.combos if layout.pooled.get(c)),
+        n_values=sum(len(v) for v in layout.pooled.values()),
+        df=df,
+        confidence=layout.confidence,
+        reasons=reasons,
+    )
+
+
+@dataclass(frozen=True)
+class _CellStats:
+    """Each combination's mean, count and variance of the oriented log values (in combination order)."""
+
+    means: np.ndarray
+    counts: np.ndarray
+    cell_var: np.ndarray
+    df: int  # error degrees of freedom
+    s2: float | None  # pooled within-cell variance; None without error degrees of freedom
+    welch: bool  # every cell has 2+ values: Welch-Satterthwaite per contrast
+
+    @classmethod
+    def of(cls, logs: Sequence[np.ndarray]) -> _CellStats:
+        means = np.array([y.mean() for y in logs])
+        counts = np.array([y.size for y in logs], dtype=float)
+        # Equal repeats (a deterministic metric such as memory) give a mean that differs from them in
+        # the last digit, hence a "variance" of rounding (1e-32) and p ~ 1e-30: spreads below
+        # LOG_RESOLUTION are none, as in welch_log, and zero variance is named instead of tested.
+        cell_var = np.array([_var(y) for y in logs])
+        ss = float(((counts - 1) * cell_var).sum())
+        df = int(counts.sum()) - len(logs)
+        s2 = ss / df if df > 0 else None
+        return cls(means, counts, cell_var, df, s2, bool((counts >= 2).all()))
+
+
+def _oriented_logs(layout: _Layout, sign: float) -> list[np.ndarray] | None:
+    """Each combination's log values, oriented so that larger is better; None with a non-positive value."""
+    logs: list[np.ndarray] = []
+    for c in layout.combos:
+        arr = clean_values(layout.pooled[c])
+        if arr[0] <= 0:
+            return None
+        logs.append(sign * np.log(arr))
+    return logs
+
+
+def _effect(subset: tuple[str, ...], layout: _Layout, stats: _CellStats) -> Effect:
+    """The contrast of ``subset`` (one factor: main effect; two: interaction) with its interval."""
+    # +1/-1 coding of each factor per cell.
+    signs = np.prod([np.array([1.0 if f in c else -1.0 for c in layout.combos]) for f in subset], axis=0)
+    # Full size: the contrast is averaged over the factors not in it only (2^(k - order) cells
+    # per sign), e.g. a main effect is mean(on) - mean(off) and AB is A|B on - A|B off.
+    w = signs / 2.0 ** (len(layout.names) - len(subset))
+    est = float(w @ stats.means)
+    se = edf = None
+    method = ""
+    if stats.welch:
+        parts = w**2 * stats.cell_var / stats.counts
+        se = math.sqrt(float(parts.sum()))
+        denom = float((parts**2 / (stats.counts - 1)).sum())
+        edf = float(parts.sum()) ** 2 / denom if denom > 0 else None
+        method = WELCH_EFFECT_METHOD
+    elif stats.s2 is not None:
+        se = math.sqrt(stats.s2 * float((w**2 / stats.counts).sum()))
+        edf = float(stats.df)
+        method = POOLED_EFFECT_METHOD
+    lo = hi = p = None
+    if se is not None and edf is not None and se > 0:
+        tcrit = t_critical(layout.confidence, edf)
+        lo, hi = exp_shown(est - tcrit * se), exp_shown(est + tcrit * se)
+        p = t_two_sided_p(est / se, edf)
+    return Effect(
+        factors=subset,
+        log_effect=est,
+        factor=exp_shown(est),
+        ci_low=finite_or_none(lo),
+        ci_high=finite_or_none(hi),
+        se=finite_or_none(se),
+        p_value=finite_or_none(p),
+        df=finite_or_none(edf),
+        method=method,
+    )
+
+
 def analyze_factorial(
     cells: Sequence[tuple[str | Iterable[str], Sequence[float]]],
     metric: str,
@@ -106,118 +246,28 @@ def analyze_factorial(
     ``factors`` defaults to every factor seen, sorted; cells with equal factor sets are pooled.
     """
     mdef = describe_metric(metric, unit, better)
-    sign = 1.0 if mdef.direction == "higher" else -1.0
-
-    pooled: dict[frozenset[str], list[float]] = {}
-    for key, values in cells:
-        fs = factors_from_variant(key) if isinstance(key, str) else frozenset(key)
-        pooled.setdefault(fs, []).extend(float(v) for v in values)
-
-    seen = sorted(set().union(*pooled.keys())) if pooled else []
-    names = tuple(factors) if factors is not None else tuple(seen)
-    unknown = sorted(set(seen) - set(names))
-    if unknown:
-        raise ValueError(f"cells use factors not in `factors`: {unknown}")
-    if len(names) > MAX_FACTORS:
-        raise ValueError(f"at most {MAX_FACTORS} factors, got {len(names)}")
-
-    combos = [frozenset(c) for r in range(len(names) + 1) for c in itertools.combinations(names, r)]
-    absent = (tuple(sorted(c)) for c in combos if not pooled.get(c))
-    missing = tuple(sorted(absent, key=lambda t: (len(t), t)))
-    n_values = sum(len(v) for v in pooled.values())
-
-    def result(
-        *,
-        main_effects: tuple[Effect, ...] = (),
-        interactions: tuple[Effect, ...] = (),
-        df: int | None = None,
-        reasons: tuple[str, ...] = (),
-    ) -> FactorialAnalysis:
-        return FactorialAnalysis(
-            metric=metric,
-            unit=mdef.unit,
-            direction=mdef.direction,
-            factors=names,
-            complete=not missing,
-            missing=missing,
-            main_effects=main_effects,
-            interactions=interactions,
-            n_cells=sum(1 for c in combos if pooled.get(c)),
-            n_values=n_values,
-            df=df,
-            confidence=confidence,
-            reasons=reasons,
+    layout = _layout(cells, metric, mdef, factors, confidence)
+    if not layout.names:
+        return _analysis(layout, reasons=("no factors",))
+    if layout.missing:
+        n_missing, n_combos = len(layout.missing), len(layout.combos)
+        return _analysis(
+            layout, reasons=(f"not full-factorial: {n_missing} of {n_combos} combinations missing",)
         )
-
-    if not names:
-        return result(reasons=("no factors",))
-    if missing:
-        return result(reasons=(f"not full-factorial: {len(missing)} of {len(combos)} combinations missing",))
-
-    logs: list[np.ndarray] = []
-    for c in combos:
-        arr = clean_values(pooled[c])
-        if arr[0] <= 0:
-            return result(reasons=("non-positive values: log effects undefined",))
-        logs.append(sign * np.log(arr))
-    means = np.array([y.mean() for y in logs])
-    counts = np.array([y.size for y in logs], dtype=float)
-    # Equal repeats (a deterministic metric such as memory) give a mean that differs from them in the
-    # last digit, hence a "variance" of rounding (1e-32) and p ~ 1e-30: spreads below LOG_RESOLUTION
-    # are none, as in welch_log, and zero variance is named instead of tested.
-    cell_var = np.array([_var(y) for y in logs])
-    ss = float(((counts - 1) * cell_var).sum())
-    df = int(counts.sum()) - len(combos)
-    s2 = ss / df if df > 0 else None
-    welch = bool((counts >= 2).all())
-
-    # +1/-1 coding of each factor per cell.
-    coding = {f: np.array([1.0 if f in c else -1.0 for c in combos]) for f in names}
-
-    def effect(subset: tuple[str, ...]) -> Effect:
-        signs = np.prod([coding[f] for f in subset], axis=0)
-        # Full size: the contrast is averaged over the factors not in it only (2^(k - order) cells
-        # per sign), e.g. a main effect is mean(on) - mean(off) and AB is A|B on - A|B off.
-        w = signs / 2.0 ** (len(names) - len(subset))
-        est = float(w @ means)
-        se = edf = None
-        method = ""
-        if welch:
-            parts = w**2 * cell_var / counts
-            se = math.sqrt(float(parts.sum()))
-            denom = float((parts**2 / (counts - 1)).sum())
-            edf = float(parts.sum()) ** 2 / denom if denom > 0 else None
-            method = WELCH_EFFECT_METHOD
-        elif s2 is not None:
-            se = math.sqrt(s2 * float((w**2 / counts).sum()))
-            edf = float(df)
-            method = POOLED_EFFECT_METHOD
-        lo = hi = p = None
-        if se is not None and edf is not None and se > 0:
-            tcrit = t_critical(confidence, edf)
-            lo, hi = exp_shown(est - tcrit * se), exp_shown(est + tcrit * se)
-            p = t_two_sided_p(est / se, edf)
-        return Effect(
-            factors=subset,
-            log_effect=est,
-            factor=exp_shown(est),
-            ci_low=finite_or_none(lo),
-            ci_high=finite_or_none(hi),
-            se=finite_or_none(se),
-            p_value=finite_or_none(p),
-            df=finite_or_none(edf),
-            method=method,
-        )
-
+    logs = _oriented_logs(layout, 1.0 if mdef.direction == "higher" else -1.0)
+    if logs is None:
+        return _analysis(layout, reasons=("non-positive values: log effects undefined",))
+    stats = _CellStats.of(logs)
     reasons: list[str] = []
-    if df == 0:
+    if stats.df == 0:
         reasons.append("one value per combination: no error estimate, no intervals")
-    elif s2 == 0:
+    elif stats.s2 == 0:
         reasons.append(ZERO_VARIANCE_NOTE)
-    return result(
-        main_effects=tuple(effect((f,)) for f in names),
-        interactions=tuple(effect(pair) for pair in itertools.combinations(names, 2)),
-        df=df,
+    return _analysis(
+        layout,
+        main_effects=tuple(_effect((f,), layout, stats) for f in layout.names),
+        interactions=tuple(_effect(pair, layout, stats) for pair in itertools.combinations(layout.names, 2)),
+        df=stats.df,
         reasons=tuple(reasons),
     )
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from ablate.backend.analysis.ablation import analyze_ladder, speedup_of
+from ablate.backend.analysis.ablation import LadderOptions, analyze_ladder, speedup_of
 from ablate.backend.analysis.comparison import BASELINE_SPEEDUP
 
 from .helpers import N_RESAMPLES, assert_no_nan
@@ -22,9 +22,9 @@ THROUGHPUT = [
 ]
 
 
-def run(rungs, metric="throughput_tokens_per_s", **kw):
+def run(rungs, metric="throughput_tokens_per_s", unit=None, baseline=None, **kw):
     kw.setdefault("n_resamples", N_RESAMPLES)
-    return analyze_ladder(rungs, metric, **kw)
+    return analyze_ladder(rungs, metric, unit=unit, baseline=baseline, options=LadderOptions(**kw))
 
 
 def welch(c, r):

@@ -8,6 +8,7 @@ from scipy import stats
 
 from ablate.backend.analysis.regression import (
     LookbackRequest,
+    LookbackRule,
     ReleasePair,
     compare_releases,
     compare_releases_many,
@@ -252,7 +253,10 @@ def test_lookback_needs_the_minimum_effect():
     hist = [100.0, 100.01, 99.99, 100.0, 100.02]
     r = lookback(100.5, hist, metric="peak_memory_gib")  # +0.5%: far outside the spread, but small
     assert r.p_value < 0.001 and r.verdict == "unchanged"
-    assert lookback(100.5, hist, metric="peak_memory_gib", threshold_pct=0.3).verdict == "regressed"
+    assert (
+        lookback(100.5, hist, metric="peak_memory_gib", rule=LookbackRule(threshold_pct=0.3)).verdict
+        == "regressed"
+    )
 
 
 def test_lookback_oriented_for_lower_metrics():
@@ -264,7 +268,7 @@ def test_lookback_needs_min_history():
     r = lookback(50.0, [100.0, 101.0, 99.0], metric="throughput_tokens_per_s")
     assert r.verdict is None and r.t is None and r.n_history == 3
     assert r.reasons == ("3 history releases: the lookback needs 4",)
-    assert lookback(50.0, [100.0, 101.0, 99.0], min_history=3).verdict == "regressed"
+    assert lookback(50.0, [100.0, 101.0, 99.0], rule=LookbackRule(min_history=3)).verdict == "regressed"
     r = lookback(1.0, [])
     assert r.t is None and r.history_mean is None and r.verdict is None
     assert_no_nan(r)

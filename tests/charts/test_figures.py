@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from ablate.backend.analysis.ablation import analyze_ladder
+from ablate.backend.analysis.ablation import LadderOptions, analyze_ladder
 from ablate.backend.analysis.stats import summarize
 from ablate.backend.charts import (
     DEFAULT_LADDER_COLORS,
@@ -23,6 +23,7 @@ from ablate.backend.charts import (
 from ablate.backend.domain import formatting as fmt
 
 N = 199
+FEW_DRAWS = LadderOptions(n_resamples=N)
 LADDER = list(DEFAULT_LADDER_COLORS)
 TPUT = dict(zip(LADDER, [1000.0, 1090.0, 1110.0, 1320.0, 1390.0], strict=True))
 MEM = dict(zip(LADDER, [61.0, 61.5, 60.0, 55.0, 41.0], strict=True))
@@ -32,7 +33,7 @@ REL, CLU = "training-nv-pytorch:25.12", "gpu-h20-16x"
 
 def ladder(metric, centers, scale=1.0):
     rungs = [(n, [c * scale * f for f in (0.99, 1.0, 1.012)]) for n, c in centers.items()]
-    return analyze_ladder(rungs, metric, n_resamples=N)
+    return analyze_ladder(rungs, metric, options=FEW_DRAWS)
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +160,7 @@ def test_variant_colors_stable_for_custom_names():
     assert not set(many.values()) & set(DEFAULT_LADDER_COLORS.values())
     assert variant_colors(["x", "y"]) == variant_colors(["x", "y"])
     rungs = [("Base", [1.0, 1.1]), ("MyOpt", [2.0, 2.1])]
-    lad = {"w": analyze_ladder(rungs, "throughput_tokens_per_s", n_resamples=N)}
+    lad = {"w": analyze_ladder(rungs, "throughput_tokens_per_s", options=FEW_DRAWS)}
     shared = variant_colors(["Base", "MyOpt", "Other"])
     assert colors_of(ablation_bars(lad, colors=shared))["MyOpt"] == shared["MyOpt"]
 
@@ -294,7 +295,9 @@ def test_ablation_bars_show_each_repeat_as_a_point_over_its_bar(tput):
 
 
 def test_lower_is_better_repeats_are_oriented_like_the_bars():
-    lad = {"w": analyze_ladder([("Base", [2.0, 2.0]), ("Fast", [1.0, 1.0])], "step_time_s", n_resamples=N)}
+    lad = {
+        "w": analyze_ladder([("Base", [2.0, 2.0]), ("Fast", [1.0, 1.0])], "step_time_s", options=FEW_DRAWS)
+    }
     fig = ablation_bars(lad, repeats={"w": {"Base": [(1, 2.0), (2, 2.0)], "Fast": [(3, 1.0), (4, 1.0)]}})
     fast = next(t for t in fig.data if t.type == "scatter" and t.name == "Fast")
     assert list(fast.y) == [2.0, 2.0]  # half the step time: a 2x speed-up, as its bar says
@@ -332,7 +335,7 @@ def test_heatmap_hover_has_intervals_and_marks_not_significant():
             [("Base", [100.0, 104.0, 96.0]), ("Same", [101.0, 99.0, 103.0]), ("Fast", [130.0, 131.0, 129.0]),
              ("Once", [140.0])],
             "throughput_tokens_per_s",
-            n_resamples=N,
+            options=FEW_DRAWS,
         )
     }  # fmt: skip
     fig = speedup_heatmap(lad)
@@ -395,7 +398,7 @@ def test_run_series_shows_warmup_apart_and_scales_step_time_to_measured_steps():
 def test_a_ladder_without_its_base_runs_says_why_its_charts_are_empty():
     """A release without Base runs showed an empty chart with no word on why."""
     no_base = analyze_ladder(
-        [("Base", []), ("Base+ACCL", [1.0, 1.1, 1.05])], "throughput_tokens_per_s", n_resamples=N
+        [("Base", []), ("Base+ACCL", [1.0, 1.1, 1.05])], "throughput_tokens_per_s", options=FEW_DRAWS
     )
     assert no_base.baseline_missing
     for fig in (ablation_bars({"w": no_base}), contribution_waterfall(no_base, workload="w")):

@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
-from ablate.backend.analysis.ablation import analyze_ladder
+from ablate.backend.analysis.ablation import LadderOptions, analyze_ladder
 from ablate.backend.analysis.factorial import analyze_factorial
 from ablate.backend.analysis.stats import summarize
 from ablate.backend.charts import (
@@ -55,7 +55,7 @@ def _strings(node: Any) -> Iterator[str]:
 
 def _ladder(metric: str, scale: float = 1.0):
     rungs = [("Base", [100.0 * scale * f for f in NOISE]), (VARIANT, [130.0 * scale * f for f in NOISE])]
-    return analyze_ladder(rungs, metric, unit="tok/s", n_resamples=99)
+    return analyze_ladder(rungs, metric, unit="tok/s", options=LadderOptions(n_resamples=99))
 
 
 def _figures() -> dict[str, go.Figure]:

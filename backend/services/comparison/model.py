@@ -16,6 +16,7 @@ from ablate.backend.analysis.regression import (
     TEST_NAME,
     LookbackRequest,
     LookbackResult,
+    LookbackRule,
     RegressionResult,
     ReleasePair,
     TrendResult,
@@ -116,9 +117,7 @@ class ComparisonOptions:
         return trend_many(
             requests,
             self.lookback,
-            alpha=self.alpha,
-            min_history=self.lookback_min_history,
-            threshold_pct=self.threshold_pct,
+            rule=LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct),
         )
 
     def lookbacks(self, requests: Sequence[LookbackRequest]) -> list[LookbackResult]:
@@ -126,9 +125,7 @@ class ComparisonOptions:
         return lookback_many(
             requests,
             self.lookback,
-            alpha=self.alpha,
-            min_history=self.lookback_min_history,
-            threshold_pct=self.threshold_pct,
+            rule=LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct),
         )
 
 
