@@ -237,35 +237,43 @@ def host_free_bytes() -> int:
 # --- the check ----------------------------------------------------------------------------------
 
 
-def run_preflight(
-    accelerator: str,
-    expected_devices: int,
-    requirements: Mapping[str, Any] | None = None,
-    *,
-    cuda_version: str | None = None,
-    min_free_fraction: float = DEFAULT_MIN_FREE_FRACTION,
-    min_host_free_gib: float = DEFAULT_MIN_HOST_FREE_GIB,
-    probe: Any = None,
-    mode: str = "lenient",
-    visible: Sequence[str] | None = None,
-) -> PreflightReport:
-    """Check this worker for one node's share of a run. ``probe`` replaces the device probe in tests;
+@dataclass(frozen=True)
+class PreflightCheck:
+    """What to check on a node for its share of a run: ``expected_devices`` of ``accelerator`` visible,
+    a driver meeting the release's ``requirements`` (for its ``cuda_version`` build, when known), at
+    least ``min_free_fraction`` of each device's memory and ``min_host_free_gib`` of the host's free.
     ``mode`` is one of :data:`MODES` (see the module's docstring); ``visible``: the device indices the
     run was given on this node (else the worker's ``CUDA_VISIBLE_DEVICES``)."""
-    acc = accelerator.lower()
+
+    accelerator: str
+    expected_devices: int
+    requirements: Mapping[str, Any] | None = None
+    cuda_version: str | None = None
+    min_free_fraction: float = DEFAULT_MIN_FREE_FRACTION
+    min_host_free_gib: float = DEFAULT_MIN_HOST_FREE_GIB
+    mode: str = "lenient"
+    visible: Sequence[str] | None = None
+
+
+def run_preflight(check: PreflightCheck, *, probe: Any = None) -> PreflightReport:
+    """Check this worker for one node's share of a run. ``probe`` replaces the device probe in tests."""
+    acc = check.accelerator.lower()
+    mode = check.mode
     facts: dict[str, str] = {"preflight.accelerator": acc}
     if mode == "off":
         facts["preflight"] = "off"
         return PreflightReport(True, None, facts)
     free = host_free_bytes()
     facts["preflight.host_free_gib"] = f"{free / GIB:.1f}"
-    if free < min_host_free_gib * GIB:
+    if free < check.min_host_free_gib * GIB:
         return PreflightReport(False, f"only {free / GIB:.2f} GiB host memory free", facts)
     if acc == "cpu":
         return PreflightReport(True, None, facts)
     tool = "nvidia-smi" if acc == "gpu" else "ppu-smi"
     try:
-        devices = probe() if probe is not None else (probe_gpus if acc == "gpu" else probe_ppus)(visible)
+        devices = (
+            probe() if probe is not None else (probe_gpus if acc == "gpu" else probe_ppus)(check.visible)
+        )
     except ToolFailed as exc:
         facts["preflight.devices"] = f"failed ({tool} failed)"
         return PreflightReport(False, f"device tool failed: {exc}", facts)
@@ -278,13 +286,13 @@ def run_preflight(
         facts["preflight.devices"] = f"unverified ({tool} not available)"
         return PreflightReport(True, None, facts)
     facts["preflight.devices"] = ",".join(d.index for d in devices) or "none"
-    reason = check_devices(expected_devices, devices, acc.upper())
+    reason = check_devices(check.expected_devices, devices, acc.upper())
     if reason:
         return PreflightReport(False, reason, facts)
-    reqs = driver_requirements(requirements or {}, acc, cuda_version)
+    reqs = driver_requirements(check.requirements or {}, acc, check.cuda_version)
     driver = next((d.driver for d in devices if d.driver), None)
     facts["preflight.driver"] = driver or "unverified"
     if reqs:
         facts["preflight.driver_requirement"] = "; ".join(r.describe() for r in reqs)
-    reason = check_driver(driver, reqs) or check_free_memory(devices, min_free_fraction)
+    reason = check_driver(driver, reqs) or check_free_memory(devices, check.min_free_fraction)
     return PreflightReport(reason is None, reason, facts)

@@ -87,7 +87,7 @@ def test_queued_runs_say_when_no_dispatcher_serves_their_cluster(
 ) -> None:
     from ablate.backend.db.base import utcnow
     from ablate.backend.db.models import Cluster
-    from ablate.workers.dispatch import claims
+    from ablate.workers.dispatch import leases
     from tests.api.test_hygiene_cli import _ablate
 
     create_release(admin)
@@ -99,21 +99,21 @@ def test_queued_runs_say_when_no_dispatcher_serves_their_cluster(
     # a dispatcher announces it serves the cluster: nothing to say any more
     with live_server.database.transaction() as s:
         cluster_id = s.query(Cluster.id).filter_by(name="cpu-box").scalar()
-        claims.announce(s, "d1", gcs_address="10.0.0.5:6379", served=[cluster_id], lease_s=30)
+        leases.announce(s, "d1", gcs_address="10.0.0.5:6379", served=[cluster_id], lease_s=30)
     assert admin.get(f"/studies/{study['id']}").json()["waiting"] is None
     assert admin.get(f"/runs/{run_id}").json()["waiting"] is None
     with live_server.database.transaction() as s:
-        claims.retire(s, "d1")
+        leases.retire(s, "d1")
     just_now = admin.get(f"/runs/{run_id}").json()["waiting"]
     assert re.fullmatch(r"waiting: no dispatcher serves cluster 'cpu-box' \(last seen \d+ s ago\)", just_now)
     # one that stopped renewing 12 minutes ago (killed): the newest of the two is the last seen
     with live_server.database.transaction() as s:
-        claims.retire(s, "d1")
+        leases.retire(s, "d1")
         s.query(DispatcherPresence).filter_by(owner="d1").update(
             {"heartbeat_at": utcnow() - timedelta(minutes=14), "expires_at": utcnow() - timedelta(minutes=14)}
         )
         twelve = utcnow() - timedelta(minutes=12, seconds=5)
-        claims.announce(s, "d2", gcs_address="10.0.0.5:6379", served=[cluster_id], lease_s=30, now=twelve)
+        leases.announce(s, "d2", gcs_address="10.0.0.5:6379", served=[cluster_id], lease_s=30, now=twelve)
     waiting = "waiting: no dispatcher serves cluster 'cpu-box' (last seen 12 min ago)"
     assert admin.get(f"/studies/{study['id']}").json()["waiting"] == waiting
     # `ablate study show` and the study page say it too

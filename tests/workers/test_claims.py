@@ -12,7 +12,7 @@ from ablate.backend.db.base import utcnow
 from ablate.backend.db.database import Database
 from ablate.backend.db.models import Run
 from ablate.backend.schemas.catalog import VariantDef
-from ablate.workers.dispatch import claims
+from ablate.workers.dispatch import claims, leases
 from tests.workers.conftest import CPU1, FAKE, queue_study
 
 
@@ -64,7 +64,7 @@ def test_expired_leases_are_requeued_then_failed(database: Database) -> None:
         past = utcnow() - timedelta(seconds=1)
         s.execute(update(Run).values(lease_expires_at=past))
         s.execute(update(Run).where(Run.id == ids[1]).values(attempt=3))
-        reaped = claims.reap_expired(s, max_attempts=3)
+        reaped = leases.reap_expired(s, max_attempts=3)
     assert reaped.requeued == [ids[0]] and reaped.failed == [ids[1]]
     with database.read() as s:
         first, second = s.get(Run, ids[0]), s.get(Run, ids[1])
@@ -80,10 +80,10 @@ def test_a_stale_owner_can_neither_renew_nor_finish(database: Database) -> None:
         claims.claim_runs(s, "old", limit=1, lease_s=30)
         s.execute(update(Run).where(Run.id == ids[0]).values(lease_owner="new"))
     with database.transaction() as s:
-        assert claims.renew_leases(s, "old", [ids[0]], lease_s=30) == set()
-        assert claims.hold_for_finish(s, "old", [ids[0]], lease_s=30) == {}
-        assert not claims.write_progress(s, "old", ids[0], 1, 2, None)
-        assert list(claims.hold_for_finish(s, "new", [ids[0]], lease_s=30)) == [ids[0]]
+        assert leases.renew_leases(s, "old", [ids[0]], lease_s=30) == set()
+        assert leases.hold_for_finish(s, "old", [ids[0]], lease_s=30) == {}
+        assert not leases.write_progress(s, "old", ids[0], 1, 2, None)
+        assert list(leases.hold_for_finish(s, "new", [ids[0]], lease_s=30)) == [ids[0]]
 
 
 def test_claimed_runs_load_as_the_rows_their_specs_are_built_from(database: Database) -> None:

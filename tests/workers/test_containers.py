@@ -182,29 +182,22 @@ def test_docker_s_command_line_and_no_runtime_on_a_node() -> None:
     files. Values travel in the client's environment, never on the command line."""
     env = {"CUDA_VISIBLE_DEVICES": "2,3", "SECRET": "s3cr3t", "NODE_RANK": "0"}
     common = {"name": "n", "labels": {"ablate.run": "7"}, "log_dir": "/logs"}
-    docker = containers.launch(
-        {"runtime": "docker", "image": "reg/img:1"}, ["ljperf"], env,
-        accelerator="gpu", visible_devices_env="CUDA_VISIBLE_DEVICES", **common,
-    )  # fmt: skip
+    on_gpus = containers.ContainerRun(accelerator="gpu", visible_devices_env="CUDA_VISIBLE_DEVICES", **common)
+    docker = containers.launch({"runtime": "docker", "image": "reg/img:1"}, ["ljperf"], env, on_gpus)
     assert docker.argv[:2] == ["docker", "run"]
     assert docker.argv[docker.argv.index("--gpus") + 1] == '"device=2,3"'
     assert "--net=host" in docker.argv and "--ipc=host" in docker.argv
     assert "s3cr3t" not in " ".join(docker.argv) and docker.env["SECRET"] == "s3cr3t"
     assert "CUDA_VISIBLE_DEVICES" not in docker.argv
     assert docker.argv[-2:] == ["reg/img:1", "ljperf"]
-    pod = containers.launch(
-        {"runtime": "podman", "image": "reg/img:1"}, ["ljperf"], env,
-        accelerator="gpu", visible_devices_env="CUDA_VISIBLE_DEVICES", **common,
-    )  # fmt: skip
+    pod = containers.launch({"runtime": "podman", "image": "reg/img:1"}, ["ljperf"], env, on_gpus)
     assert [pod.argv[i + 1] for i, a in enumerate(pod.argv) if a == "--device"] == [
         "nvidia.com/gpu=2",
         "nvidia.com/gpu=3",
     ]
     ppu_container = {"runtime": "podman", "image": "reg/img:1", "device_files": ["/dev/ppu{index}"]}
-    ppu = containers.launch(
-        ppu_container, ["ljperf"], {"PPU_VISIBLE_DEVICES": "8,9"},
-        accelerator="ppu", visible_devices_env="PPU_VISIBLE_DEVICES", **common,
-    )  # fmt: skip
+    on_ppus = containers.ContainerRun(accelerator="ppu", visible_devices_env="PPU_VISIBLE_DEVICES", **common)
+    ppu = containers.launch(ppu_container, ["ljperf"], {"PPU_VISIBLE_DEVICES": "8,9"}, on_ppus)
     assert [ppu.argv[i + 1] for i, a in enumerate(ppu.argv) if a == "--device"] == ["/dev/ppu8", "/dev/ppu9"]
     assert "PPU_VISIBLE_DEVICES" in ppu.argv  # passed on by name
     cfg = containers.ContainerConfig.parse({"runtime": "docker", "binary": "/nonexistent/docker"})

@@ -42,7 +42,9 @@ def _claim(
     database: Database, owner: str, nodes: list[NodeInfo], limit: int = 4, **kw: float
 ) -> list[claims.Claimed]:
     with database.transaction() as s:
-        return claims.claim_runs(s, owner, limit=limit, lease_s=30, nodes=nodes, **kw)
+        return claims.claim_runs(
+            s, owner, limit=limit, lease_s=30, device_claiming=claims.DeviceClaiming(nodes, **kw)
+        )
 
 
 def _run(database: Database, run_id: int) -> Run:

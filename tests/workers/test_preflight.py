@@ -9,6 +9,7 @@ import pytest
 
 from ablate.workers.preflight import (
     Device,
+    PreflightCheck,
     check_driver,
     driver_requirements,
     parse_smi_csv,
@@ -62,26 +63,28 @@ def test_smi_parsing_and_visibility() -> None:
 
 def test_gpu_preflight_fails_on_missing_device_old_driver_or_busy_memory() -> None:
     devices = parse_smi_csv(SMI)
-    ok = run_preflight("gpu", 2, NV_2512, cuda_version="13.0", probe=lambda: devices[:2])
+    ok = run_preflight(PreflightCheck("gpu", 2, NV_2512, cuda_version="13.0"), probe=lambda: devices[:2])
     assert ok.ok and ok.facts["preflight.driver"] == "580.65.06"
-    few = run_preflight("gpu", 8, NV_2512, probe=lambda: devices[:2])
+    few = run_preflight(PreflightCheck("gpu", 8, NV_2512), probe=lambda: devices[:2])
     assert not few.ok and "expected 8 GPU device(s) visible, found 2 (0, 1)" in str(few.reason)
-    busy = run_preflight("gpu", 3, NV_2512, probe=lambda: devices)
+    busy = run_preflight(PreflightCheck("gpu", 3, NV_2512), probe=lambda: devices)
     assert not busy.ok and "device 2 has only 1.0 of 79.6 GiB free" in str(busy.reason)
     old = [Device("0", driver="575.1", total_bytes=10, free_bytes=10)]
-    assert "too old" in str(run_preflight("gpu", 1, NV_2512, cuda_version="13.0", probe=lambda: old).reason)
+    assert "too old" in str(
+        run_preflight(PreflightCheck("gpu", 1, NV_2512, cuda_version="13.0"), probe=lambda: old).reason
+    )
 
 
 def test_missing_tool_leaves_devices_unverified() -> None:
-    report = run_preflight("ppu", 16, {"ppu_driver": ">=1.1.0"}, probe=lambda: None)
+    report = run_preflight(PreflightCheck("ppu", 16, {"ppu_driver": ">=1.1.0"}), probe=lambda: None)
     assert report.ok and report.facts["preflight.devices"].startswith("unverified")
 
 
 def test_cpu_preflight_really_runs_here() -> None:
-    report = run_preflight("cpu", 0, {})
+    report = run_preflight(PreflightCheck("cpu", 0, {}))
     assert report.ok, report.reason
     assert float(report.facts["preflight.host_free_gib"]) > 0
-    assert not run_preflight("cpu", 0, {}, min_host_free_gib=1e9).ok
+    assert not run_preflight(PreflightCheck("cpu", 0, {}, min_host_free_gib=1e9)).ok
 
 
 def _fake_tool(bin_dir: Path, name: str, script: str) -> None:
@@ -102,17 +105,17 @@ def test_a_failing_device_tool_fails_the_node_with_its_output(
     )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     for mode in ("lenient", "strict"):
-        report = run_preflight("gpu", 1, {}, mode=mode)
+        report = run_preflight(PreflightCheck("gpu", 1, {}, mode=mode))
         assert not report.ok
         assert report.reason is not None and "exited with 9" in report.reason
         assert "couldn't communicate with the NVIDIA driver" in report.reason
-    assert run_preflight("gpu", 1, {}, mode="off").ok  # off: not even run
+    assert run_preflight(PreflightCheck("gpu", 1, {}, mode="off")).ok  # off: not even run
 
 
 def test_a_missing_tool_fails_only_in_strict_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # neither nvidia-smi nor ppu-smi
-    assert run_preflight("ppu", 16, {}, mode="lenient").ok
-    strict = run_preflight("ppu", 16, {}, mode="strict")
+    assert run_preflight(PreflightCheck("ppu", 16, {}, mode="lenient")).ok
+    strict = run_preflight(PreflightCheck("ppu", 16, {}, mode="strict"))
     assert (
         not strict.ok and strict.reason == "`ppu-smi` is not installed on the node (ABLATE_PREFLIGHT=strict)"
     )
@@ -130,6 +133,6 @@ def test_an_old_ppu_smi_without_the_csv_query_falls_back_to_its_listing(
     )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    report = run_preflight("ppu", 2, {}, mode="strict")
+    report = run_preflight(PreflightCheck("ppu", 2, {}, mode="strict"))
     assert report.ok, report.reason
     assert report.facts["preflight.devices"] == "0,1"

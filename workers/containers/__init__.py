@@ -320,20 +320,29 @@ def container_name(run_id: int, attempt: int, node_rank: int, rank: int | None) 
     return name + (f"-r{rank}" if rank is not None else "")
 
 
+@dataclass(frozen=True)
+class ContainerRun:
+    """Which run a container is for and what it gets: its ``name`` and ``labels`` (see
+    :func:`container_name`, :func:`run_labels`), the run's ``accelerator`` and the variable that lists
+    its devices (``visible_devices_env``), and the run's log directory (mounted at the same path)."""
+
+    name: str
+    labels: Mapping[str, str]
+    accelerator: str
+    visible_devices_env: str | None
+    log_dir: str
+
+
 def launch(
     container: Mapping[str, Any],
     argv: Sequence[str],
     env: Mapping[str, str],
+    run: ContainerRun,
     *,
-    name: str,
-    labels: Mapping[str, str],
-    accelerator: str,
-    visible_devices_env: str | None,
-    log_dir: str,
     cwd: str | None = None,
     extra_mounts: Sequence[str] = (),
 ) -> Launch:
-    """The runtime's ``run`` command for ``argv`` inside ``container["image"]``.
+    """The runtime's ``run`` command for ``argv`` inside ``container["image"]``, for ``run``.
 
     ``env`` is the run's own environment (not the host's): each variable goes in by name (``-e NAME``)
     and its value through the client's environment. GPUs: podman gets one CDI device per index
@@ -344,25 +353,25 @@ def launch(
     image = str(container["image"])
     run_env = {str(k): str(v) for k, v in env.items()}
     devices: list[str] = []
-    indices = [i for i in run_env.get(visible_devices_env or "", "").split(",") if i.strip()]
-    if accelerator == "gpu" and indices:
-        run_env.pop(visible_devices_env or "", None)
+    indices = [i for i in run_env.get(run.visible_devices_env or "", "").split(",") if i.strip()]
+    if run.accelerator == "gpu" and indices:
+        run_env.pop(run.visible_devices_env or "", None)
         if cfg.runtime == "docker":
             devices += ["--gpus", f'"device={",".join(indices)}"']
         else:
             devices += [arg for i in indices for arg in ("--device", f"nvidia.com/gpu={i}")]
-    elif accelerator not in ("gpu", "cpu") and indices:
+    elif run.accelerator not in ("gpu", "cpu") and indices:
         devices += [
             arg for i in indices for tpl in cfg.device_files for arg in ("--device", tpl.format(index=i))
         ]
     bad = sorted(k for k in run_env if not _ENV_NAME.match(k))
     if bad:
         raise ValueError(f"environment variable name(s) a container cannot take: {', '.join(bad)}")
-    cmd = [cfg.client, "run", "--rm", "--name", name, "--pull", "never", "--net=host", "--ipc=host"]
-    for key, value in sorted(labels.items()):
+    cmd = [cfg.client, "run", "--rm", "--name", run.name, "--pull", "never", "--net=host", "--ipc=host"]
+    for key, value in sorted(run.labels.items()):
         cmd += ["--label", f"{key}={value}"]
     cmd += devices
-    for mount in [f"{log_dir}:{log_dir}", *extra_mounts, *cfg.mounts]:
+    for mount in [f"{run.log_dir}:{run.log_dir}", *extra_mounts, *cfg.mounts]:
         cmd += ["-v", mount]
     for key in sorted(run_env):
         cmd += ["-e", key]
@@ -370,7 +379,7 @@ def launch(
         cmd += ["-w", cwd]
     cmd += [*cfg.options, image, *argv]
     client_env = {**os.environ, **run_env}
-    return Launch(cmd, client_env, name, cfg.client, dict(labels))
+    return Launch(cmd, client_env, run.name, cfg.client, dict(run.labels))
 
 
 def remove(client: str, name: str, timeout: float = 60.0) -> None:

@@ -1,40 +1,28 @@
-"""Claims and leases: the only SQL the dispatcher issues itself (results go through ingest).
+"""Claims: the SQL that takes queued runs for a dispatcher (keeping and ending them: :mod:`.leases`).
 
-:func:`claim_runs` takes queued runs, :func:`load_claimed` reads what their specs are built from,
-:func:`renew_leases` / :func:`write_progress` keep them, :func:`hold_for_finish` / :func:`requeue` end
-them, :func:`reap_expired` recovers the runs of dispatchers that died, and :func:`announce` /
-:func:`retire` keep the dispatcher's row in ``dispatchers`` (the clusters it serves, see
-:func:`served_clusters`).
+:func:`claim_runs` takes queued runs of the clusters a dispatcher serves (see :func:`served_clusters`),
+:func:`load_claimed` reads what their specs are built from, and :func:`note_waiting_for_ray` /
+:func:`clear_waiting_for_ray` tell the queued runs when the dispatcher's Ray is gone and back.
 
 A claim is one ``UPDATE ... RETURNING`` over ``SELECT ... ORDER BY queue_order LIMIT n``. On
 PostgreSQL the select is a CTE taking ``FOR UPDATE SKIP LOCKED``, so concurrent dispatchers never take the
 same run and never wait on each other; on SQLite the statement runs under the single writer lock, which
-makes it just as atomic. Every later write of a dispatcher is guarded by ``lease_owner = me AND status =
-'running'``: once a lease expired and someone else re-queued or took the run, or a user cancelled it,
-the stale dispatcher's writes match nothing, which is what makes recording exactly-once.
+makes it just as atomic. Every later write of a dispatcher is guarded by its lease (see :mod:`.leases`),
+which is what makes recording exactly-once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, false, select, update
+from sqlalchemy import Row, false, select, update
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.db.models import (
-    Cluster,
-    DispatcherPresence,
-    Release,
-    Run,
-    RunSource,
-    RunStatus,
-    Variant,
-    Workload,
-)
+from ablate.backend.db.models import Cluster, Release, Run, RunSource, RunStatus, Variant, Workload
 from ablate.backend.domain.placement import (
     NodeInfo,
     choose_devices,
@@ -42,7 +30,6 @@ from ablate.backend.domain.placement import (
     device_resource,
     unplaceable_reason,
 )
-from ablate.backend.services import dispatchers
 from ablate.workers.dispatch import devices, identity
 from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
@@ -59,6 +46,51 @@ class Claimed:
     # the devices taken for it: per node rank, (Ray node id, device indices); empty for a CPU run
     devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
     fail: str = ""  # claimed only to fail it at once (it waited past ABLATE_WAIT_DEADLINE_S)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a dispatcher serves (see :func:`served_clusters`): the clusters of the Ray cluster at
+    ``gcs_address``, which it was told to join as ``joined``; only ``cluster_names`` when given."""
+
+    gcs_address: str = ""
+    joined: str = ""
+    cluster_names: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class DeviceClaiming:
+    """What a claim of runs on devices goes by: the Ray cluster's ``nodes`` as Ray reports them (alive
+    and dead), and how long a run may wait with nothing progressing (``ABLATE_WAIT_DEADLINE_S``; 0:
+    forever)."""
+
+    nodes: Sequence[NodeInfo]
+    wait_deadline_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """One claim: who takes runs, how many at most, for how long a lease, and when."""
+
+    owner: str
+    limit: int
+    lease_s: float
+    now: datetime
+
+    def running_values(self, **extra: Any) -> dict[str, Any]:
+        """The columns a claimed run gets (``extra`` before ``updated_at``)."""
+        return {
+            "status": RUNNING,
+            "lease_owner": self.owner,
+            "lease_expires_at": self.now + timedelta(seconds=self.lease_s),
+            "started_at": self.now,
+            "finished_at": None,
+            "current_step": None,
+            "total_steps": None,
+            "latest_throughput": None,
+            **extra,
+            "updated_at": self.now,
+        }
 
 
 def served_clusters(
@@ -80,25 +112,30 @@ def claim_runs(
     *,
     limit: int,
     lease_s: float,
-    gcs_address: str = "",
-    joined: str = "",
-    cluster_names: Sequence[str] | None = None,
+    serving: Serving | None = None,
+    device_claiming: DeviceClaiming | None = None,
     now: datetime | None = None,
-    nodes: Sequence[NodeInfo] | None = None,
-    wait_deadline_s: float = 0.0,
 ) -> list[Claimed]:
     """Atomically move up to ``limit`` queued runs (lowest ``queue_order`` first) to running for ``owner``:
-    runs of the clusters it serves (connected to the Ray cluster at ``gcs_address``, after being told
-    to join ``joined``; see :func:`served_clusters`). Given the Ray cluster's ``nodes`` (alive and dead),
-    a run on devices is claimed only together with its devices (see :func:`_claim_with_devices`)."""
+    runs of the clusters it serves (see :class:`Serving`; none given: the default cluster's). Given
+    ``device_claiming`` (the Ray cluster's nodes, alive and dead), a run on devices is claimed only
+    together with its devices (see :func:`_claim_with_devices`)."""
     if limit <= 0:
         return []
-    served = served_clusters(session, gcs_address, joined=joined, cluster_names=cluster_names)
+    serving = serving or Serving()
+    served = served_clusters(
+        session, serving.gcs_address, joined=serving.joined, cluster_names=serving.cluster_names
+    )
     if not served:
         return []
-    now = now or utcnow()
-    if nodes is not None and _any_on_devices(session, served):
-        return _claim_with_devices(session, owner, served, limit, lease_s, list(nodes), wait_deadline_s, now)
+    claim = _Claim(owner, limit, lease_s, now or utcnow())
+    if device_claiming is not None and _any_on_devices(session, served):
+        return _claim_with_devices(session, claim, served, device_claiming)
+    return _claim_queued(session, claim, served)
+
+
+def _claim_queued(session: Session, claim: _Claim, served: list[int]) -> list[Claimed]:
+    """The plain claim (no run on devices): one statement."""
     pick = (
         select(Run.id)
         .where(
@@ -107,7 +144,7 @@ def claim_runs(
             Run.cluster_id.in_(served),
         )
         .order_by(Run.queue_order, Run.id)
-        .limit(limit)
+        .limit(claim.limit)
     )
     if session.get_bind().dialect.name == "postgresql":
         # A CTE is evaluated exactly once; PostgreSQL may re-run an ``IN (subquery LIMIT n)`` and
@@ -119,17 +156,7 @@ def claim_runs(
     stmt = (
         update(Run)
         .where(target, Run.status == QUEUED)
-        .values(
-            status=RUNNING,
-            lease_owner=owner,
-            lease_expires_at=now + timedelta(seconds=lease_s),
-            started_at=now,
-            finished_at=None,
-            current_step=None,
-            total_steps=None,
-            latest_throughput=None,
-            updated_at=now,
-        )
+        .values(**claim.running_values())
         .returning(Run.id, Run.attempt, Run.queue_order)
         .execution_options(synchronize_session=False)
     )
@@ -193,15 +220,44 @@ def _any_on_devices(session: Session, served: list[int]) -> bool:
 CANDIDATES = 256  # queued runs looked at per claim: enough to find work behind waiting pools
 
 
+@dataclass
+class _DeviceBook:
+    """The devices as one claim sees them: the Ray cluster's nodes, and what is held (growing as the
+    claim takes devices)."""
+
+    nodes: list[NodeInfo]  # alive and dead
+    alive: list[NodeInfo]
+    known: list[NodeInfo]  # every node as if alive: what the Ray cluster could hold with its dead back
+    addresses: dict[str, str]  # node id -> address
+    holdings: list[devices.Held]
+    taken: dict[tuple[str, str], set[int]]  # (node id, resource) -> device indices held
+
+    @classmethod
+    def read(cls, session: Session, nodes: list[NodeInfo], now: datetime) -> _DeviceBook:
+        alive = [n for n in nodes if n.alive]
+        known = [NodeInfo(n.node_id, n.address, True, n.resources, n.labels) for n in nodes]
+        addresses = {n.node_id: n.address for n in nodes}
+        holdings = devices.held(session, now)
+        taken: dict[tuple[str, str], set[int]] = {}
+        for h in holdings:
+            taken.setdefault((h.node_id, h.resource), set()).add(h.device_index)
+        return cls(nodes, alive, known, addresses, holdings, taken)
+
+    def held_of(self, resource: str) -> dict[str, set[int]]:
+        """Node id -> the indices of ``resource`` held there."""
+        return {node: got for (node, res), got in self.taken.items() if res == resource}
+
+    def add(
+        self, run_id: int, attempt: int, resource: str, chosen: Sequence[tuple[str, Sequence[int]]]
+    ) -> None:
+        """This claim took ``chosen`` (per node rank, node id and indices) for the attempt."""
+        for node_id, indices in chosen:
+            self.taken.setdefault((node_id, resource), set()).update(indices)
+            self.holdings += [devices.Held(node_id, resource, i, run_id, attempt, True) for i in indices]
+
+
 def _claim_with_devices(
-    session: Session,
-    owner: str,
-    served: list[int],
-    limit: int,
-    lease_s: float,
-    nodes: list[NodeInfo],
-    wait_deadline_s: float,
-    now: datetime,
+    session: Session, claim: _Claim, served: list[int], device_claiming: DeviceClaiming
 ) -> list[Claimed]:
     """The claim when devices are handed out: walk the queue in order; a CPU run is claimed as before, a
     run on devices only once free devices on enough alive nodes of its pool are taken for it (in this
@@ -209,6 +265,26 @@ def _claim_with_devices(
     which runs hold it); runs behind it, of other pools or fitting elsewhere, go on. A run the Ray cluster
     could never hold (even with its dead nodes back) is claimed to fail at once; one that waited
     ``wait_deadline_s`` with no live run holding what it needs is claimed to fail naming why."""
+    candidates = _lock_candidates(session, served, claim.limit)
+    if not candidates:
+        return []
+    clusters = _rows_by_id(session, Cluster, {c.cluster_id for c in candidates})
+    book = _DeviceBook.read(session, list(device_claiming.nodes), claim.now)
+    picked: list[Claimed] = []
+    for cand in candidates:
+        if len(picked) >= claim.limit:
+            break
+        got = _claim_candidate(session, claim, cand, clusters, book, device_claiming.wait_deadline_s)
+        if got is not None:
+            picked.append(got)
+    if not picked:
+        return []
+    return _mark_running(session, claim, picked)
+
+
+def _lock_candidates(session: Session, served: list[int], limit: int) -> Sequence[Row[Any]]:
+    """The queued runs a claim looks at, in queue order, locked until the claim commits (PostgreSQL: the
+    rows, skipping those another dispatcher looks at; SQLite: the single writer lock, taken first)."""
     pick = (
         select(
             Run.id, Run.attempt, Run.queue_order, Run.cluster_id, Run.provenance, Run.error, Run.waiting_since
@@ -221,89 +297,72 @@ def _claim_with_devices(
         pick = pick.with_for_update(skip_locked=True, of=Run)
     else:  # SQLite: take the single writer lock before reading, so the reads below stay true until commit
         session.execute(update(Run).where(false()).values(id=Run.id))
-    candidates = session.execute(pick).all()
-    if not candidates:
-        return []
-    clusters = _rows_by_id(session, Cluster, {c.cluster_id for c in candidates})
-    alive = [n for n in nodes if n.alive]
-    known = [NodeInfo(n.node_id, n.address, True, n.resources, n.labels) for n in nodes]
-    addresses = {n.node_id: n.address for n in nodes}
-    holdings = devices.held(session, now)
-    taken: dict[tuple[str, str], set[int]] = {}
-    for h in holdings:
-        taken.setdefault((h.node_id, h.resource), set()).add(h.device_index)
-    picked: list[Claimed] = []
-    for cand in candidates:
-        if len(picked) >= limit:
-            break
-        try:
-            demand = demand_for(clusters[cand.cluster_id])
-        except ValueError:  # a bad cluster row: the spec builder names it when the run is executed
-            demand = None
-        wanted = device_resource(demand) if demand is not None else None
-        if demand is None or wanted is None:
-            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order))
-            continue
-        excluded = excluded_nodes(cand.provenance)
-        usable = [n for n in known if n.node_id not in excluded]
-        if unplaceable_reason(demand, usable):  # never: the watcher fails it, naming what is missing
-            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order))
-            continue
-        resource = wanted[0]
-        held_here = {node: got for (node, res), got in taken.items() if res == resource}
-        choice = choose_devices(demand, alive, held_here, list(excluded))
-        if choice.nodes and devices.take(
-            session,
-            owner=owner,
-            run_id=cand.id,
-            attempt=cand.attempt,
-            cluster_id=cand.cluster_id,
-            resource=resource,
-            nodes=choice.nodes,
-            addresses=addresses,
-            lease_s=lease_s,
-            now=now,
-        ):
-            for node_id, indices in choice.nodes:
-                taken.setdefault((node_id, resource), set()).update(indices)
-                holdings += [devices.Held(node_id, resource, i, cand.id, cand.attempt, True) for i in indices]
-            got = tuple((node_id, tuple(indices)) for node_id, indices in choice.nodes)
-            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order, got))
-            continue
-        short = choice.short or "another dispatcher took them first"
-        reason, live = _waiting_reason(demand, resource, nodes, holdings, short, excluded)
-        since = None if live else (cand.waiting_since or now)
-        if since is not None and wait_deadline_s > 0 and (now - since).total_seconds() > wait_deadline_s:
-            fail = (
-                f"waited {wait_deadline_s:g} s (ABLATE_WAIT_DEADLINE_S) with nothing progressing: "
-                f"{reason.removeprefix('waiting ')}"
-            )
-            picked.append(Claimed(cand.id, cand.attempt, cand.queue_order, fail=fail))
-            continue
-        if reason != cand.error or since != cand.waiting_since:
-            session.execute(
-                update(Run)
-                .where(Run.id == cand.id, Run.status == QUEUED)
-                .values(error=reason, waiting_since=since)
-                .execution_options(synchronize_session=False)
-            )
-    if not picked:
-        return []
+    return session.execute(pick).all()
+
+
+def _claim_candidate(
+    session: Session,
+    claim: _Claim,
+    cand: Row[Any],
+    clusters: dict[int, dict[str, Any]],
+    book: _DeviceBook,
+    wait_deadline_s: float,
+) -> Claimed | None:
+    """One queued run of the walk: claimed (with its devices, taken now), or None: it waits."""
+    try:
+        demand = demand_for(clusters[cand.cluster_id])
+    except ValueError:  # a bad cluster row: the spec builder names it when the run is executed
+        demand = None
+    wanted = device_resource(demand) if demand is not None else None
+    if demand is None or wanted is None:
+        return Claimed(cand.id, cand.attempt, cand.queue_order)
+    excluded = excluded_nodes(cand.provenance)
+    usable = [n for n in book.known if n.node_id not in excluded]
+    if unplaceable_reason(demand, usable):  # never: the watcher fails it, naming what is missing
+        return Claimed(cand.id, cand.attempt, cand.queue_order)
+    resource = wanted[0]
+    choice = choose_devices(demand, book.alive, book.held_of(resource), list(excluded))
+    allocation = devices.Allocation(cand.id, cand.attempt, cand.cluster_id, resource, choice.nodes)
+    if choice.nodes and devices.take(
+        session, allocation, owner=claim.owner, addresses=book.addresses, lease_s=claim.lease_s, now=claim.now
+    ):
+        book.add(cand.id, cand.attempt, resource, choice.nodes)
+        got = tuple((node_id, tuple(indices)) for node_id, indices in choice.nodes)
+        return Claimed(cand.id, cand.attempt, cand.queue_order, got)
+    short = choice.short or "another dispatcher took them first"
+    reason, live = _waiting_reason(demand, resource, book.nodes, book.holdings, short, excluded)
+    return _wait_or_fail(session, cand, reason, live, claim.now, wait_deadline_s)
+
+
+def _wait_or_fail(
+    session: Session, cand: Row[Any], reason: str, live: bool, now: datetime, wait_deadline_s: float
+) -> Claimed | None:
+    """A run that could not get its devices: claimed to fail once it waited ``wait_deadline_s`` with no
+    ``live`` run holding what it needs; else it stays queued, saying why (written only when that
+    changed)."""
+    since = None if live else (cand.waiting_since or now)
+    if since is not None and wait_deadline_s > 0 and (now - since).total_seconds() > wait_deadline_s:
+        fail = (
+            f"waited {wait_deadline_s:g} s (ABLATE_WAIT_DEADLINE_S) with nothing progressing: "
+            f"{reason.removeprefix('waiting ')}"
+        )
+        return Claimed(cand.id, cand.attempt, cand.queue_order, fail=fail)
+    if reason != cand.error or since != cand.waiting_since:
+        session.execute(
+            update(Run)
+            .where(Run.id == cand.id, Run.status == QUEUED)
+            .values(error=reason, waiting_since=since)
+            .execution_options(synchronize_session=False)
+        )
+    return None
+
+
+def _mark_running(session: Session, claim: _Claim, picked: list[Claimed]) -> list[Claimed]:
+    """Move the runs the walk picked to running; those cancelled meanwhile give their devices back."""
     claimed = session.execute(
         update(Run)
         .where(Run.id.in_([c.run_id for c in picked]), Run.status == QUEUED)
-        .values(
-            status=RUNNING,
-            lease_owner=owner,
-            lease_expires_at=now + timedelta(seconds=lease_s),
-            started_at=now,
-            finished_at=None,
-            current_step=None,
-            total_steps=None,
-            latest_throughput=None,
-            waiting_since=None,
-            updated_at=now,
-        )
+        .values(**claim.running_values(waiting_since=None))
         .returning(Run.id)
         .execution_options(synchronize_session=False)
     ).scalars()
@@ -393,195 +452,3 @@ def load_claimed(session: Session, claimed: Sequence[Claimed]) -> tuple[list[Run
 def _rows_by_id(session: Session, model: Any, ids: set[int]) -> dict[int, dict[str, Any]]:
     """The rows of ``model`` with these ids, as their column values (see :func:`_columns`)."""
     return {obj.id: _columns(obj) for obj in session.scalars(select(model).where(model.id.in_(ids)))}
-
-
-def _mine(owner: str) -> ColumnElement[bool]:
-    return and_(Run.lease_owner == owner, Run.status == RUNNING)
-
-
-def renew_leases(
-    session: Session, owner: str, run_ids: Iterable[int], *, lease_s: float, now: datetime | None = None
-) -> set[int]:
-    """Extend the leases of ``run_ids`` still held; returns those. A missing id was cancelled, or its
-    lease was lost to the reaper: its execution must stop and must not record anything."""
-    ids = list(run_ids)
-    if not ids:
-        return set()
-    now = now or utcnow()
-    stmt = (
-        update(Run)
-        .where(Run.id.in_(ids), _mine(owner))
-        .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
-        .returning(Run.id)
-        .execution_options(synchronize_session=False)
-    )
-    return set(session.scalars(stmt))
-
-
-def write_progress(
-    session: Session, owner: str, run_id: int, step: int, total: int, throughput: float | None
-) -> bool:
-    values: dict[str, object] = {"current_step": step, "total_steps": total}
-    if throughput is not None:
-        values["latest_throughput"] = float(throughput)
-    res = session.execute(
-        update(Run)
-        .where(Run.id == run_id, _mine(owner))
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    # Session.execute is typed as returning Result for any statement (no overload for DML); an UPDATE's
-    # result is a CursorResult, which has rowcount.
-    return bool(res.rowcount)  # type: ignore[attr-defined]
-
-
-def hold_for_finish(
-    session: Session, owner: str, run_ids: Sequence[int], *, lease_s: float, now: datetime | None = None
-) -> dict[int, Run]:
-    """Lock runs for recording their results: the guarded UPDATE takes the row locks (PostgreSQL) or
-    the write lock (SQLite) first, so a concurrent cancel or reaper waits for us or wins outright.
-    Returns the runs still held, loaded by the same statement (``RETURNING``); an id missing was
-    cancelled or taken over."""
-    ids = list(run_ids)
-    if not ids:
-        return {}
-    now = now or utcnow()
-    stmt = (
-        update(Run)
-        .where(Run.id.in_(ids), _mine(owner))
-        .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
-        .returning(Run)
-        .execution_options(synchronize_session=False, populate_existing=True)
-    )
-    return {r.id: r for r in session.scalars(stmt)}
-
-
-def requeue(
-    session: Session,
-    owner: str,
-    run_id: int,
-    *,
-    reason: str,
-    next_attempt: bool,
-    provenance: dict[str, Any] | None = None,
-) -> bool:
-    """Give a run back to the queue (an infrastructure failure to retry, or this dispatcher stopping).
-    ``provenance``, when given, replaces the run's (the nodes its next attempts must avoid)."""
-    values: dict[str, object] = {
-        "status": QUEUED,
-        "lease_owner": None,
-        "lease_expires_at": None,
-        "started_at": None,
-        "current_step": None,
-        "total_steps": None,
-        "latest_throughput": None,
-        "error": reason,
-        "updated_at": utcnow(),
-    }
-    if next_attempt:
-        values["attempt"] = Run.attempt + 1
-    if provenance is not None:
-        values["provenance"] = provenance
-    res = session.execute(
-        update(Run)
-        .where(Run.id == run_id, _mine(owner))
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    # Session.execute is typed as returning Result for any statement (no overload for DML); an UPDATE's
-    # result is a CursorResult, which has rowcount.
-    return bool(res.rowcount)  # type: ignore[attr-defined]
-
-
-@dataclass(frozen=True)
-class Reaped:
-    requeued: list[int]
-    failed: list[int]
-    study_ids: set[int]
-
-
-def reap_expired(session: Session, *, max_attempts: int, now: datetime | None = None) -> Reaped:
-    """Runs whose lease expired (their dispatcher died or hung): queue them again with attempt + 1, or
-    fail them once ``max_attempts`` attempts are used up."""
-    now = now or utcnow()
-    expired = and_(Run.status == RUNNING, Run.lease_expires_at.is_not(None), Run.lease_expires_at < now)
-    requeued = session.execute(
-        update(Run)
-        .where(expired, Run.attempt < max_attempts)
-        .values(
-            status=QUEUED,
-            attempt=Run.attempt + 1,
-            lease_owner=None,
-            lease_expires_at=None,
-            started_at=None,
-            current_step=None,
-            total_steps=None,
-            latest_throughput=None,
-            error="lease expired (dispatcher lost); queued again",
-            updated_at=now,
-        )
-        .returning(Run.id, Run.study_id, Run.attempt)
-        .execution_options(synchronize_session=False)
-    ).all()
-    failed = session.execute(
-        update(Run)
-        .where(expired, Run.attempt >= max_attempts)
-        .values(
-            status=RunStatus.failed.value,
-            failure_kind="infrastructure",
-            error=f"infrastructure: lease expired after {max_attempts} attempts",
-            lease_expires_at=None,
-            finished_at=now,
-            updated_at=now,
-        )
-        .returning(Run.id, Run.study_id, Run.attempt)
-        .execution_options(synchronize_session=False)
-    ).all()
-    # The lost attempts' devices wait for their processes to be confirmed gone (devices.Fence).
-    devices.expire(session, [(r.id, r.attempt - 1) for r in requeued] + [(r.id, r.attempt) for r in failed])
-    studies = {r.study_id for r in [*requeued, *failed] if r.study_id is not None}
-    return Reaped([r.id for r in requeued], [r.id for r in failed], studies)
-
-
-def announce(
-    session: Session,
-    owner: str,
-    *,
-    gcs_address: str,
-    served: Sequence[int],
-    lease_s: float,
-    now: datetime | None = None,
-) -> None:
-    """Say that ``owner`` runs and serves the clusters ``served`` until about three leases from now
-    (renewed every ``lease_s / 3``): what lets a queued run say that no dispatcher serves its cluster."""
-    now = now or utcnow()
-    values = {
-        "gcs_address": gcs_address,
-        "served_cluster_ids": sorted(served),
-        "heartbeat_at": now,
-        "expires_at": now + timedelta(seconds=3 * lease_s),
-    }
-    res = session.execute(
-        update(DispatcherPresence)
-        .where(DispatcherPresence.owner == owner)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if not res.rowcount:  # type: ignore[attr-defined]  # an UPDATE's result is a CursorResult
-        session.add(DispatcherPresence(owner=owner, **values))
-    # Rows of stopped or killed dispatchers serve nothing; kept a while, they tell when a cluster last
-    # had a dispatcher ("last seen 12 min ago"), then go.
-    session.execute(
-        delete(DispatcherPresence).where(DispatcherPresence.expires_at < now - dispatchers.PRESENCE_KEPT)
-    )
-
-
-def retire(session: Session, owner: str) -> None:
-    """``owner`` stops: it serves nothing any more (its row, expired now, says when it was last seen)."""
-    now = utcnow()
-    session.execute(
-        update(DispatcherPresence)
-        .where(DispatcherPresence.owner == owner)
-        .values(heartbeat_at=now, expires_at=now)
-        .execution_options(synchronize_session=False)
-    )

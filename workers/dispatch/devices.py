@@ -15,7 +15,7 @@ A row's lease is renewed with its run's lease. It ends in one of two ways:
   Ray reports dead, until ``ABLATE_DEVICE_RELEASE_GRACE_S`` past the expiry. An expired row is never
   renewed: a hung dispatcher that wakes up cannot take its devices back.
 
-This module and :mod:`.claims` are the dispatcher's only SQL besides ingest.
+This module, :mod:`.claims` and :mod:`.leases` are the dispatcher's only SQL besides ingest.
 """
 
 from __future__ import annotations
@@ -68,21 +68,29 @@ def held(session: Session, now: datetime | None = None) -> list[Held]:
     ]
 
 
+@dataclass(frozen=True)
+class Allocation:
+    """The devices one attempt of a run takes: per node rank (position in ``nodes``), the node's id and
+    the indices of ``resource`` there."""
+
+    run_id: int
+    attempt: int
+    cluster_id: int | None
+    resource: str
+    nodes: Sequence[tuple[str, Sequence[int]]]
+
+
 def take(
     session: Session,
+    allocation: Allocation,
     *,
     owner: str,
-    run_id: int,
-    attempt: int,
-    cluster_id: int | None,
-    resource: str,
-    nodes: Sequence[tuple[str, Sequence[int]]],
     addresses: dict[str, str],
     lease_s: float,
     now: datetime | None = None,
 ) -> bool:
-    """Take these devices for the attempt (node rank = position in ``nodes``); False, taking nothing,
-    when another dispatcher took one of them first (the unique key)."""
+    """Take ``allocation``'s devices for ``owner`` (``addresses``: node id -> address); False, taking
+    nothing, when another dispatcher took one of them first (the unique key)."""
     now = now or utcnow()
     expires = now + timedelta(seconds=lease_s)
     try:
@@ -91,17 +99,17 @@ def take(
                 DeviceAllocation(
                     node_id=node_id,
                     node_address=addresses.get(node_id, ""),
-                    resource=resource,
+                    resource=allocation.resource,
                     device_index=int(index),
-                    cluster_id=cluster_id,
-                    run_id=run_id,
-                    attempt=attempt,
+                    cluster_id=allocation.cluster_id,
+                    run_id=allocation.run_id,
+                    attempt=allocation.attempt,
                     node_rank=rank,
                     owner=owner,
                     lease_expires_at=expires,
                     created_at=now,
                 )
-                for rank, (node_id, indices) in enumerate(nodes)
+                for rank, (node_id, indices) in enumerate(allocation.nodes)
                 for index in indices
             )
             session.flush()

@@ -15,10 +15,10 @@ One loop, one thread, no SQL in Ray. Each iteration it
 Infrastructure failures (crashed or killed worker, OOM, failed preflight) go back to the queue with
 ``attempt + 1`` until ``max_attempts``; a benchmark that failed by itself, or timed out, is recorded.
 
-The parts, each in its own module of this package: :mod:`.claims` (the SQL of claims and leases),
-:mod:`.spec` (a run's rows -> its execution spec; pure), :mod:`.submit` (tasks and placement groups on
-Ray), :mod:`.watch` (ready references, deadlines, stops, progress), :mod:`.record` (finished runs ->
-ingest, or back to the queue). This module wires them and runs the loop.
+The parts, each in its own module of this package: :mod:`.claims` and :mod:`.leases` (the SQL of
+claims and leases), :mod:`.spec` (a run's rows -> its execution spec; pure), :mod:`.submit` (tasks and
+placement groups on Ray), :mod:`.watch` (ready references, deadlines, stops, progress), :mod:`.record`
+(finished runs -> ingest, or back to the queue). This module wires them and runs the loop.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ablate.backend.db.models import Run
 from ablate.backend.domain.placement import NodeInfo
 from ablate.backend.domain.runner import Runner
 from ablate.backend.services.studies import refresh_study_statuses
-from ablate.workers.dispatch import backoff, claims, devices
+from ablate.workers.dispatch import backoff, claims, devices, leases
 from ablate.workers.dispatch.execution import Execution
 from ablate.workers.dispatch.record import Recorder
 from ablate.workers.dispatch.spec import build_execution_spec
@@ -132,7 +132,7 @@ class Dispatcher:
         """Record what finished already; stop every in-flight run and give it back to the queue (same
         attempt: not its fault); say that this dispatcher serves nothing any more."""
         with self.database.transaction() as session:
-            claims.retire(session, self.owner)
+            leases.retire(session, self.owner)
         outcomes = self.watcher.take_finished() + self.backoff.take_all()
         if outcomes:
             with self.database.transaction() as session:
@@ -188,7 +188,7 @@ class Dispatcher:
         with self.database.transaction() as session:
             # Renew before reaping: a loop that stalled past lease_s must not re-queue its own runs.
             if self.executions or self.backoff.held:  # the runs waiting to retry stay ours too
-                held = claims.renew_leases(
+                held = leases.renew_leases(
                     session,
                     self.owner,
                     [*self.executions, *self.backoff.held],
@@ -202,12 +202,12 @@ class Dispatcher:
                 )
                 for run_id, (step, total, tput) in progress.items():
                     if run_id in held:
-                        claims.write_progress(session, self.owner, run_id, step, total, tput)
+                        leases.write_progress(session, self.owner, run_id, step, total, tput)
             fence = self._fence_due or self.fence.busy
             if now >= self._next_reap:
                 self._next_reap = now + max(0.5, self.settings.lease_s / 3)
                 self._announce(session)
-                reaped = claims.reap_expired(session, max_attempts=self.settings.max_attempts)
+                reaped = leases.reap_expired(session, max_attempts=self.settings.max_attempts)
                 refresh_study_statuses(session, reaped.study_ids)
                 if reaped.requeued or reaped.failed:
                     log.warning("expired leases: requeued %s, failed %s", reaped.requeued, reaped.failed)
@@ -234,7 +234,7 @@ class Dispatcher:
         served = claims.served_clusters(
             session, self._ray_address, joined=self.settings.ray_address, cluster_names=self.cluster_names
         )
-        claims.announce(
+        leases.announce(
             session, self.owner, gcs_address=self._ray_address, served=served, lease_s=self.settings.lease_s
         )
 
@@ -273,11 +273,8 @@ class Dispatcher:
             self.owner,
             limit=free,
             lease_s=self.settings.lease_s,
-            gcs_address=self._ray_address,
-            joined=self.settings.ray_address,
-            cluster_names=self.cluster_names,
-            nodes=self.submitter.all_nodes(),
-            wait_deadline_s=self.settings.wait_deadline_s,
+            serving=claims.Serving(self._ray_address, self.settings.ray_address, self.cluster_names),
+            device_claiming=claims.DeviceClaiming(self.submitter.all_nodes(), self.settings.wait_deadline_s),
         )
         rows, studies = claims.load_claimed(session, got)
         now = time.monotonic()

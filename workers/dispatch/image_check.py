@@ -69,16 +69,14 @@ def _in_image(lead: RunSpec, argv: list[str]) -> tuple[int, str, str]:
     assert lead.container is not None
     attempt = int(lead.container.get("attempt") or 1)
     name = containers.container_name(lead.run_id, attempt, lead.node_rank, None) + "-preflight"
-    it = containers.launch(
-        lead.container,
-        argv,
-        lead.env,
+    run = containers.ContainerRun(
         name=name,
         labels=containers.run_labels(lead.run_id, attempt),
         accelerator=lead.accelerator,
         visible_devices_env=visible_devices_env(lead.cluster),
         log_dir=lead.log_dir,
     )
+    it = containers.launch(lead.container, argv, lead.env, run)
     try:
         done = subprocess.run(
             it.argv, env=it.env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False

@@ -18,7 +18,7 @@ from ablate.backend.config import Settings
 from ablate.backend.db.models import Run
 from ablate.backend.services.images import store_contents
 from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
-from ablate.workers.dispatch import claims, logs
+from ablate.workers.dispatch import leases, logs
 from ablate.workers.dispatch.execution import EXCLUDED_PREFIX, Outcome
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class Recorder:
         for out in retry:
             reason = f"attempt {out.attempt} failed ({out.result.error}); queued again"
             avoid = {f"{EXCLUDED_PREFIX}{node}": why for node, why in out.excluded.items()}
-            if claims.requeue(
+            if leases.requeue(
                 session, self.owner, out.run_id, reason=reason, next_attempt=True, provenance=avoid
             ):
                 log.warning("run %s: %s", out.run_id, reason)
@@ -49,7 +49,7 @@ class Recorder:
         if not final:
             return set()
         # One guarded UPDATE locks every run to record (or finds it cancelled / taken over).
-        held = claims.hold_for_finish(
+        held = leases.hold_for_finish(
             session, self.owner, [o.run_id for o in final], lease_s=self.settings.lease_s
         )
         items = []
@@ -73,7 +73,7 @@ class Recorder:
     def give_back(self, session: Session, run_ids: Iterable[int]) -> None:
         """The dispatcher stops: its in-flight runs go back to the queue, same attempt (not their fault)."""
         for run_id in run_ids:
-            claims.requeue(
+            leases.requeue(
                 session, self.owner, run_id, reason="dispatcher stopped; queued again", next_attempt=False
             )
 

@@ -21,7 +21,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -218,6 +218,28 @@ def _place_on_node(
     return facts, held
 
 
+@dataclass
+class _NodeTask:
+    """What one node task learns as it goes, for its answer (see :func:`run_node`)."""
+
+    host: str
+    rank_specs: list[RunSpec]
+    lead: RunSpec  # the first rank's spec; after placement, as placed
+    facts: dict[str, str]  # for the run's provenance
+    node: dict[str, str]  # this node's own facts
+    last_progress: list[Any] = field(default_factory=list)
+    preflight_failed: bool = False  # the dispatcher keeps the run's next attempts off this node
+    image_contents: dict[str, Any] | None = None
+    held: Path | None = None  # the holder file of the run's devices here
+
+    @classmethod
+    def begin(cls, specs: list[dict[str, Any]]) -> _NodeTask:
+        host = socket.gethostname()
+        rank_specs = [RunSpec.from_dict(s) for s in specs]
+        lead = rank_specs[0]
+        return cls(host, rank_specs, lead, {"host": host}, {"host": host, "node_rank": str(lead.node_rank)})
+
+
 def run_node(
     specs: list[dict[str, Any]],
     checks: dict[str, Any],
@@ -234,85 +256,106 @@ def run_node(
     notice = _say_started_later(board, specs, checks)
     reaper.active()
     started = _now()
-    host = socket.gethostname()
-    rank_specs = [RunSpec.from_dict(s) for s in specs]
-    lead = rank_specs[0]
-    facts: dict[str, str] = {"host": host}
-    node: dict[str, str] = {"host": host, "node_rank": str(lead.node_rank)}
-    last_progress: list[Any] = []
-    preflight_failed = False
-    image_contents: dict[str, Any] | None = None
-    held: Path | None = None
+    task = _NodeTask.begin(specs)
     try:
-        try:
-            node, held = _place_on_node(rank_specs, checks, device_ids)
-        except holders.Fenced as exc:  # its dispatcher lost it: the infrastructure's doing
-            raise _NotPlaced(str(exc)) from exc
-        lead = rank_specs[0]
-        if lead.container:
-            image_facts, image_contents = _prepare_container(lead)
-            facts.update(image_facts)
-            node.update({k: v for k, v in image_facts.items() if k in ("image_id", "image_digest")})
-        report = preflight.run_preflight(
-            checks.get("accelerator", lead.accelerator),
-            int(checks.get("expected_devices", 0)),
-            checks.get("driver_requirements") or {},
-            cuda_version=checks.get("cuda_version"),
-            min_free_fraction=float(checks.get("min_free_fraction", preflight.DEFAULT_MIN_FREE_FRACTION)),
-            mode=str(checks.get("preflight", "lenient")),
-            visible=device_ids,  # the run's own devices (Ray sets nothing for a custom resource)
-        )
-        facts.update(report.facts)
-        if report.ok and lead.container:
-            report = check_image_devices(
-                lead, int(checks.get("expected_devices", 0)), str(checks.get("preflight", "lenient"))
-            )
-            facts.update(report.facts)
-        preflight_failed = not report.ok
-        if not report.ok:
-            result = RunResult.failed(
-                f"preflight failed on {host}: {report.reason}", "infrastructure", environment=lead.env
-            )
-        else:
-            runner = runner_factory() if runner_factory is not None else get_runner(lead.runner_name)
-            progress = throttled_progress(board, lead.run_id)
-            result = _run_ranks(runner, rank_specs, progress)
-            # set on the function by throttled_progress (why it is untyped: see there)
-            last_progress = list(progress.latest)  # type: ignore[attr-defined]
+        _place(task, checks, device_ids)
+        result = _check_and_run(task, checks, board, runner_factory, device_ids)
     except _NotPlaced as exc:
-        result = RunResult.failed(f"on {host}: {exc}", "infrastructure", environment=lead.env)
+        result = RunResult.failed(f"on {task.host}: {exc}", "infrastructure", environment=task.lead.env)
     except containers.ContainerError as exc:
         # A missing or denied image fails the run (no other node has it either); a node whose runtime
         # is missing or broken is kept out of the next attempt, like a failed preflight.
         node_fault = exc.kind == "node"
-        preflight_failed = node_fault
+        task.preflight_failed = node_fault
         result = RunResult.failed(
-            str(exc), "infrastructure" if node_fault else "benchmark", environment=lead.env
+            str(exc), "infrastructure" if node_fault else "benchmark", environment=task.lead.env
         )
     except Exception as exc:  # a runner must not raise; if one does, say so instead of crashing
-        if _is_ray_error(exc):  # an actor or node of Ray went away: infrastructure, retried
-            result = RunResult.failed(
-                f"Ray failed under the run: {type(exc).__name__}: {exc}",
-                "infrastructure",
-                environment=lead.env,
-            )
-        elif isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
-            # the node's disk (full, read-only, not ours), not the benchmark: retried, maybe elsewhere
-            result = RunResult.failed(
-                f"the disk of {host} refused a write: {exc}", "infrastructure", environment=lead.env
-            )
-        else:
-            result = RunResult.failed(
-                f"runner raised {type(exc).__name__}: {exc}",
-                "benchmark",
-                log_tail=traceback.format_exc()[-4000:],
-                environment=lead.env,
-            )
+        result = _raised(exc, task)
     finally:
         _never_mind(notice)
         reaper.idle()
-        holders.unregister(held)
-    result.provenance = {**facts, **result.provenance}
+        holders.unregister(task.held)
+    return _answer(task, result, started)
+
+
+def _place(task: _NodeTask, checks: dict[str, Any], device_ids: list[str] | None) -> None:
+    """The run's port and devices on this node (see :func:`_place_on_node`), then its image."""
+    try:
+        task.node, task.held = _place_on_node(task.rank_specs, checks, device_ids)
+    except holders.Fenced as exc:  # its dispatcher lost it: the infrastructure's doing
+        raise _NotPlaced(str(exc)) from exc
+    task.lead = task.rank_specs[0]
+    if task.lead.container:
+        image_facts, task.image_contents = _prepare_container(task.lead)
+        task.facts.update(image_facts)
+        task.node.update({k: v for k, v in image_facts.items() if k in ("image_id", "image_digest")})
+
+
+def _check_and_run(
+    task: _NodeTask,
+    checks: dict[str, Any],
+    board: Any,
+    runner_factory: Callable[[], Runner] | None,
+    device_ids: list[str] | None,
+) -> RunResult:
+    """Preflight this node (and the image's view of its devices), then run the ranks."""
+    lead = task.lead
+    check = preflight.PreflightCheck(
+        checks.get("accelerator", lead.accelerator),
+        int(checks.get("expected_devices", 0)),
+        checks.get("driver_requirements") or {},
+        cuda_version=checks.get("cuda_version"),
+        min_free_fraction=float(checks.get("min_free_fraction", preflight.DEFAULT_MIN_FREE_FRACTION)),
+        mode=str(checks.get("preflight", "lenient")),
+        visible=device_ids,  # the run's own devices (Ray sets nothing for a custom resource)
+    )
+    report = preflight.run_preflight(check)
+    task.facts.update(report.facts)
+    if report.ok and lead.container:
+        report = check_image_devices(
+            lead, int(checks.get("expected_devices", 0)), str(checks.get("preflight", "lenient"))
+        )
+        task.facts.update(report.facts)
+    task.preflight_failed = not report.ok
+    if not report.ok:
+        return RunResult.failed(
+            f"preflight failed on {task.host}: {report.reason}", "infrastructure", environment=lead.env
+        )
+    runner = runner_factory() if runner_factory is not None else get_runner(lead.runner_name)
+    progress = throttled_progress(board, lead.run_id)
+    result = _run_ranks(runner, task.rank_specs, progress)
+    # set on the function by throttled_progress (why it is untyped: see there)
+    task.last_progress = list(progress.latest)  # type: ignore[attr-defined]
+    return result
+
+
+def _raised(exc: Exception, task: _NodeTask) -> RunResult:
+    """The result of a node task whose runner raised ``exc`` (called while handling it)."""
+    host, lead = task.host, task.lead
+    if _is_ray_error(exc):  # an actor or node of Ray went away: infrastructure, retried
+        return RunResult.failed(
+            f"Ray failed under the run: {type(exc).__name__}: {exc}",
+            "infrastructure",
+            environment=lead.env,
+        )
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+        # the node's disk (full, read-only, not ours), not the benchmark: retried, maybe elsewhere
+        return RunResult.failed(
+            f"the disk of {host} refused a write: {exc}", "infrastructure", environment=lead.env
+        )
+    return RunResult.failed(
+        f"runner raised {type(exc).__name__}: {exc}",
+        "benchmark",
+        log_tail=traceback.format_exc()[-4000:],
+        environment=lead.env,
+    )
+
+
+def _answer(task: _NodeTask, result: RunResult, started: str) -> dict[str, Any]:
+    """What the node task returns to the dispatcher."""
+    lead = task.lead
+    result.provenance = {**task.facts, **result.provenance}
     if not result.environment:
         result.environment = dict(lead.env)
     result.environment.pop(holders.HOLDER_ENV, None)  # ours, not the run's
@@ -320,13 +363,13 @@ def run_node(
         "result": result.to_dict(),
         "started_at": started,
         "finished_at": _now(),
-        "host": host,
+        "host": task.host,
         "node_id": _ray_node_id(),
-        "preflight_failed": preflight_failed,  # the dispatcher keeps the run's next attempts off this node
-        "progress": last_progress or None,
-        "node": node,
+        "preflight_failed": task.preflight_failed,  # the next attempts are kept off this node
+        "progress": task.last_progress or None,
+        "node": task.node,
         "logs": logs.collect(lead),
-        "image_contents": image_contents,
+        "image_contents": task.image_contents,
     }
 
 

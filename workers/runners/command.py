@@ -21,7 +21,13 @@ from ablate.backend.domain.states import FailureKind
 from ablate.workers.parsers import LogParser, get_parser
 from ablate.workers.parsers.summary import context_for, no_metrics_reason, summarize
 from ablate.workers.runners import hostload
-from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, start_run_process
+from ablate.workers.runners.process import (
+    ProcessGroup,
+    ProcOutcome,
+    RunProcess,
+    describe_returncode,
+    start_run_process,
+)
 
 NAME = "command"
 _CPU_IMPOSSIBLE = {"accl": "ACCL needs GPU/PPU collectives", "ac2": "AC2 is a GPU/PPU golden image"}
@@ -94,10 +100,10 @@ class CommandRunner:
         host_start = hostload.sample(gpu=spec.accelerator.lower() == "gpu")
         t0 = time.monotonic()
         try:
-            start_run_process(
-                group, spec, cmd.argv, cmd.env, log_path=cmd.log_path, rank=cmd.rank,
-                cwd=spec.runner_options.get("cwd"),
-            )  # fmt: skip
+            process = RunProcess(
+                cmd.argv, cmd.env, cmd.log_path, rank=cmd.rank, cwd=spec.runner_options.get("cwd")
+            )
+            start_run_process(group, spec, process)
         except (OSError, ValueError) as exc:
             return RunResult.failed(
                 f"could not start command {cmd.argv[0]!r}: {exc}",

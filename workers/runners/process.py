@@ -261,33 +261,37 @@ class ProcessGroup:
                 child.popen.wait(timeout=1.0)
 
 
-def start_run_process(
-    group: ProcessGroup,
-    spec: RunSpec,
-    argv: list[str],
-    env: Mapping[str, str],
-    *,
-    log_path: str | Path,
-    rank: int | None = None,
-    cwd: str | None = None,
-    extra_mounts: Sequence[str] = (),
-) -> int:
-    """Start one of ``spec``'s processes: on the host (``env`` on top of this process's environment),
+@dataclass(frozen=True)
+class RunProcess:
+    """One process of a run to start: its command line, its own environment, its log file, its ``rank``
+    (names its container; None: the node's only process), its working directory and the mounts its
+    container gets besides the run's log directory and the cluster's."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    log_path: str | Path
+    rank: int | None = None
+    cwd: str | None = None
+    extra_mounts: Sequence[str] = ()
+
+
+def start_run_process(group: ProcessGroup, spec: RunSpec, process: RunProcess) -> int:
+    """Start one of ``spec``'s processes: on the host (its ``env`` on top of this process's environment),
     or, when the spec has a container, inside it (``env`` alone; see :mod:`ablate.workers.containers`).
     Raises OSError if it cannot be started, ValueError for an environment a container cannot take."""
     if not spec.container:
-        return group.start(argv, env=merged_env(env), log_path=log_path, cwd=cwd)
+        return group.start(
+            process.argv, env=merged_env(process.env), log_path=process.log_path, cwd=process.cwd
+        )
     attempt = int(spec.container.get("attempt") or 1)
-    it = containers.launch(
-        spec.container,
-        argv,
-        env,
-        name=containers.container_name(spec.run_id, attempt, spec.node_rank, rank),
+    run = containers.ContainerRun(
+        name=containers.container_name(spec.run_id, attempt, spec.node_rank, process.rank),
         labels=containers.run_labels(spec.run_id, attempt),
         accelerator=spec.accelerator,
         visible_devices_env=visible_devices_env(spec.cluster),
         log_dir=spec.log_dir,
-        cwd=cwd,
-        extra_mounts=extra_mounts,
     )
-    return group.start(it.argv, env=it.env, log_path=log_path, container=(it.client, it.name))
+    it = containers.launch(
+        spec.container, process.argv, process.env, run, cwd=process.cwd, extra_mounts=process.extra_mounts
+    )
+    return group.start(it.argv, env=it.env, log_path=process.log_path, container=(it.client, it.name))

@@ -15,7 +15,13 @@ from ablate.backend.domain.factors import factor_error, normalize_factor
 from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
 from ablate.workers.containers import package_mounts
 from ablate.workers.runners import hostload
-from ablate.workers.runners.process import ProcessGroup, ProcOutcome, describe_returncode, start_run_process
+from ablate.workers.runners.process import (
+    ProcessGroup,
+    ProcOutcome,
+    RunProcess,
+    describe_returncode,
+    start_run_process,
+)
 from ablate.workers.runners.torch_llm.protocol import parse_event
 
 NAME = "torch-llm"
@@ -139,15 +145,14 @@ def _run_ranks(specs: list[RunSpec], progress: ProgressCallback | None) -> RunRe
             str(result_path),
         ]
         try:
-            start_run_process(
-                group,
-                spec,
+            process = RunProcess(
                 argv,
                 child_env,
-                log_path=_log_path(spec, len(specs)),
+                _log_path(spec, len(specs)),
                 rank=spec.rank if len(specs) > 1 else None,
                 extra_mounts=mounts,
             )
+            start_run_process(group, spec, process)
         except (OSError, ValueError) as exc:
             group.kill_all()
             return RunResult.failed(
