@@ -82,6 +82,11 @@ class SequentialDesign:
     beta_rho: float = 0.5  # < 1 spends early: an unchanged comparison stops sooner
     threshold_pct: float = 3.0  # the smallest change called regressed/improved (as regression.py)
     margin_pct: float = 4.5  # "unchanged" means inside +-margin (below the 5% change it must not hide)
+    # The guard's one-sided level (moderated.GUARD_P, as the release verdict): a comparison noisier
+    # than the prior beyond it keeps its own variance. A fifth of equal-noise comparisons at 0.2,
+    # the largest single cost in runs; a lower level lets the noisier cells of a mixed pool through
+    # (the simulation's --sweep measures both).
+    guard_p: float = GUARD_P
 
     def alone(self) -> SequentialDesign:
         """This design for a comparison with no prior: :data:`ALONE_ALPHA`, :data:`ALONE_RHO`. Which
@@ -95,6 +100,8 @@ class SequentialDesign:
             raise ValueError(f"alpha ({self.alpha}) and beta ({self.beta}) must lie in (0, 1)")
         if not (self.alpha_rho > 0 and self.beta_rho > 0):
             raise ValueError(f"alpha_rho ({self.alpha_rho}) and beta_rho ({self.beta_rho}) must be above 0")
+        if not 0 <= self.guard_p < 1:
+            raise ValueError(f"guard_p ({self.guard_p}) must lie in [0, 1)")
 
     def _spent(self, n: int, total: float, rho: float) -> float:
         if n < self.min_n:
@@ -159,15 +166,17 @@ def release_prior(variances: np.ndarray, df: float) -> Prior:
     return s0_sq, d0
 
 
-def squeezed(variance: np.ndarray, df: np.ndarray | float, prior: Prior) -> tuple[np.ndarray, np.ndarray]:
+def squeezed(
+    variance: np.ndarray, df: np.ndarray | float, prior: Prior, guard_p: float = GUARD_P
+) -> tuple[np.ndarray, np.ndarray]:
     """(moderated variance, df) elementwise: :func:`ablate.backend.analysis.moderated.squeeze`,
-    guard included (a variance above the prior's beyond chance keeps its own)."""
+    guard included (a variance above the prior's beyond chance at ``guard_p`` keeps its own)."""
     s0_sq, d0 = prior
     var = np.asarray(variance, dtype=float)
     dfa = np.broadcast_to(np.asarray(df, dtype=float), var.shape)
     has = d0 > 0
     safe_s0 = np.where(has, s0_sq, 1.0)
-    noisier = (var > safe_s0) & (special.fdtrc(dfa, np.where(has, d0, 1.0), var / safe_s0) < GUARD_P)
+    noisier = (var > safe_s0) & (special.fdtrc(dfa, np.where(has, d0, 1.0), var / safe_s0) < guard_p)
     own = ~has | noisier
     moderated = (d0 * safe_s0 + dfa * var) / (d0 + dfa)
     return np.where(own, var, moderated), np.where(own, dfa, d0 + dfa)
@@ -178,6 +187,7 @@ def pooled_log_t(
     reference_logs: np.ndarray,
     session_var: float | np.ndarray = 0.0,
     prior: Prior | None = None,
+    guard_p: float = GUARD_P,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(difference of log means, its standard error, degrees of freedom) over the last axis.
 
@@ -193,7 +203,7 @@ def pooled_log_t(
     pooled = ((nc - 1) * contender_logs.var(-1, ddof=1) + (nr - 1) * reference_logs.var(-1, ddof=1)) / df0
     df = np.full(np.shape(est), float(df0))
     if prior is not None:
-        pooled, df = squeezed(pooled, df, prior)
+        pooled, df = squeezed(pooled, df, prior, guard_p)
     se = np.sqrt(pooled * (1.0 / nc + 1.0 / nr) + session_var)
     return est, se, df
 
@@ -250,7 +260,7 @@ def look(
         return Look(n=n, verdict=None, change_pct=None, detectable_pct=None)
     sign = 1.0 if direction == "higher" else -1.0
     arrays = None if prior is None else (np.asarray(prior[0]), np.asarray(prior[1]))
-    est, se, df = pooled_log_t(np.log(c[:n]), np.log(r[:n]), session_var, arrays)
+    est, se, df = pooled_log_t(np.log(c[:n]), np.log(r[:n]), session_var, arrays, design.guard_p)
     oriented = sign * float(est)
     code = int(decide_codes(design, n, np.asarray(oriented), se, df))
     verdict = _NAMES.get(code)
@@ -311,7 +321,7 @@ def simulate_release(
         if idx.size == 0:
             break
         part = None if prior is None else (prior[0][idx], prior[1][idx])
-        est, se, df = pooled_log_t(c[idx, :n], r[idx, :n], 0.0, part)
+        est, se, df = pooled_log_t(c[idx, :n], r[idx, :n], 0.0, part, design.guard_p)
         got = decide_codes(design, n, est, se, df)
         hit = idx[got != _CONTINUE]
         codes[hit] = got[got != _CONTINUE]

@@ -115,6 +115,24 @@ def test_bad_designs_are_refused() -> None:
         SequentialDesign(min_n=3, max_n=5, alpha=1.5)
     with pytest.raises(ValueError, match="alpha_rho"):
         SequentialDesign(min_n=3, max_n=5, alpha_rho=0.0)
+    with pytest.raises(ValueError, match="guard_p"):
+        SequentialDesign(min_n=3, max_n=5, guard_p=1.0)
+
+
+def test_the_guard_level_decides_which_comparisons_keep_their_own_variance() -> None:
+    """A variance twice the prior's on 4 df: kept at the default guard (0.2, as the release
+    verdict), moderated at a looser one and with none; the design passes its level to the look."""
+    prior = (np.asarray(1e-4), np.asarray(1e4))
+    var = np.asarray([1e-4, 2.2e-4])
+    own_var, own_df = squeezed(var, 4.0, prior)
+    assert own_var[1] == pytest.approx(2.2e-4) and own_df[1] == 4.0 and own_df[0] > 1e4
+    for g in (0.05, 0.0):
+        got_var, got_df = squeezed(var, 4.0, prior, g)
+        assert got_df[1] > 1e4 and got_var[1] == pytest.approx((1e4 * 1e-4 + 4 * 2.2e-4) / (1e4 + 4))
+    base, faster = [1000.0, 1030.0, 975.0], [1045.0, 1010.0, 1080.0]
+    quiet = (math.log1p(0.012**2), 1e4)
+    assert look(SequentialDesign(3, 10), faster, base, "higher", prior=quiet).verdict is None
+    assert look(SequentialDesign(3, 10, guard_p=0.0), faster, base, "higher", prior=quiet).verdict == IMPROVED
 
 
 def test_a_large_change_is_decided_at_the_first_look_in_its_direction() -> None:
