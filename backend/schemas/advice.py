@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field
 from ablate.backend.schemas.common import Out
 
 
-class Interval(Out):
+class PredictionInterval(Out):
     """A prediction and its interval at the advice's ``level``."""
 
     value: float
@@ -155,8 +155,8 @@ class CheckpointingAdviceOut(Out):
     utilisation: float
     memory_budget_gib: float
     evaluated_ckpt_layers: int = Field(description="The recommended k, or n_layers when nothing fits.")
-    predicted_peak_memory_gib: Interval
-    predicted_throughput_ratio: Interval = Field(
+    predicted_peak_memory_gib: PredictionInterval
+    predicted_throughput_ratio: PredictionInterval = Field(
         description="Throughput at the evaluated k over that at k = 0."
     )
     run_ids: AdviceRunIds

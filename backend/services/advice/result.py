@@ -12,10 +12,10 @@ from ablate.backend.schemas.advice import (
     AdviceRunIds,
     CheckpointingAdviceOut,
     FitOut,
-    Interval,
     KRowOut,
     NoiseEstimateOut,
     NoiseOut,
+    PredictionInterval,
     PriorOut,
     ShapeOut,
     SkippedRunOut,
@@ -63,10 +63,10 @@ class CheckpointingAdvice:
             utilisation=a.utilisation,
             memory_budget_gib=a.memory_budget_gib,
             evaluated_ckpt_layers=chosen.ckpt_layers,
-            predicted_peak_memory_gib=Interval(
+            predicted_peak_memory_gib=PredictionInterval(
                 value=chosen.peak_memory_gib, low=chosen.low_gib, high=chosen.high_gib
             ),
-            predicted_throughput_ratio=Interval(
+            predicted_throughput_ratio=PredictionInterval(
                 value=chosen.throughput_ratio,
                 low=chosen.throughput_ratio_low,
                 high=chosen.throughput_ratio_high,
@@ -111,13 +111,8 @@ class CheckpointingAdvice:
 
 
 def _noise(n: model.NoiseEstimate) -> NoiseEstimateOut:
-    return NoiseEstimateOut(
-        relative_sd=n.rel_sd,
-        dof=n.dof,
-        cells=n.cells,
-        runs=n.runs,
-        prior_relative_sd=n.prior_rel,
-        prior_dof=n.prior_dof,
+    return NoiseEstimateOut.model_validate(
+        {**asdict(n), "relative_sd": n.rel_sd, "prior_relative_sd": n.prior_rel}
     )
 
 
