@@ -3,19 +3,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Query, Request
 
 from ablate.backend.analysis.checkpointing import DEFAULT_UTILISATION
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.schemas.advice import CheckpointingAdviceOut
 from ablate.backend.services import advice as svc
 
 router = APIRouter(tags=["advice"], dependencies=[Depends(auth.read)])
 
 
-@router.get("/advice/checkpointing", summary="Recommend how many layers to checkpoint")
+@router.get(
+    "/advice/checkpointing",
+    response_model=CheckpointingAdviceOut,
+    summary="Recommend how many layers to checkpoint",
+)
 def checkpointing(
     request: Request,
     release: str = Query(..., min_length=3, max_length=265, description="The release IMAGE:TAG."),
@@ -27,7 +30,7 @@ def checkpointing(
     utilisation: float = Query(
         DEFAULT_UTILISATION, description="Fraction of device memory the peak may use, in (0, 1]."
     ),
-) -> dict[str, Any]:
+) -> CheckpointingAdviceOut:
     """The smallest number of checkpointed layers whose predicted peak memory, at the upper end of
     its 95% prediction interval, fits ``memory_gib x utilisation``; the predicted throughput against
     no checkpointing; the per-k table; the run ids the prediction used (``basis``: ``measured``,
@@ -40,4 +43,4 @@ def checkpointing(
         result = svc.checkpointing_advice(
             session, release, cluster, workload, memory_gib=memory_gib, utilisation=utilisation
         )
-    return result.to_json()
+    return result.to_model()

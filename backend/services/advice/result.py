@@ -1,24 +1,29 @@
-"""What the advice says: the runs it used and its JSON (``GET /api/v1/advice/checkpointing``)."""
+"""What the advice says: the runs it used and its answer (``GET /api/v1/advice/checkpointing``), as
+:class:`~ablate.backend.schemas.advice.CheckpointingAdviceOut`."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ablate.backend.analysis import checkpointing as model
+from ablate.backend.schemas.advice import (
+    AdviceRunIds,
+    CheckpointingAdviceOut,
+    FitOut,
+    KRowOut,
+    NoiseEstimateOut,
+    NoiseOut,
+    PredictionInterval,
+    PriorOut,
+    ShapeOut,
+    SkippedRunOut,
+    UsedRunOut,
+)
 
-
-@dataclass(frozen=True)
-class UsedRun:
-    id: int
-    release: str
-    variant: str
-    workload: str
-    ckpt_layers: int
-    peak_memory_gib: float | None
-    step_time_s: float | None
-    group: str = ""
+# A run the advice used: the answer's own model (immutable), so that its fields are written once.
+UsedRun = UsedRunOut
 
 
 @dataclass(frozen=True)
@@ -38,136 +43,85 @@ class CheckpointingAdvice:
     skipped_runs: tuple[tuple[int, str], ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_model(self) -> CheckpointingAdviceOut:
+        """The answer as the API serves it."""
         a = self.advice
         chosen = a.chosen
-        return {
-            "release": self.release,
-            "cluster": self.cluster,
-            "workload": self.workload,
-            "n_layers": a.n_layers,
-            "recommended_ckpt_layers": a.recommended_ckpt_layers,
-            "fits": a.fits,
-            "shortfall_gib": a.shortfall_gib,
-            "message": a.message,
-            "basis": a.basis,
-            "level": a.level,
-            "device_memory_gib": a.device_memory_gib,
-            "device_memory_source": self.device_memory_source,
-            "utilisation": a.utilisation,
-            "memory_budget_gib": a.memory_budget_gib,
-            "evaluated_ckpt_layers": chosen.ckpt_layers,
-            "predicted_peak_memory_gib": {
-                "value": chosen.peak_memory_gib,
-                "low": chosen.low_gib,
-                "high": chosen.high_gib,
-            },
-            "predicted_throughput_ratio": {
-                "value": chosen.throughput_ratio,
-                "low": chosen.throughput_ratio_low,
-                "high": chosen.throughput_ratio_high,
-            },
-            "run_ids": {
-                "memory": list(a.memory_run_ids),
-                "step_time": list(a.time_run_ids),
-                "similar": list(a.similar_run_ids),
-            },
-            "similar_workloads": list(a.similar_workloads),
-            "runs": [_run_json(r) for r in self.runs],
-            "similar_runs": [_run_json(r) for r in self.similar_runs],
-            "skipped_runs": [{"id": i, "reason": why} for i, why in self.skipped_runs],
-            "target_group": self.target_group,
-            "shape": {**_shape_json(self.shape), "source": self.shape_source},
-            "prior": _prior_json(a.prior),
-            "memory_fit": _fit_json(a.memory_fit),
-            "step_time_fit": _fit_json(a.time_fit),
-            "noise": {"peak_memory": _noise_json(a.noise.memory), "step_time": _noise_json(a.noise.time)},
-            "notes": [*a.notes, *self.notes],
-            "table": [
+        return CheckpointingAdviceOut(
+            release=self.release,
+            cluster=self.cluster,
+            workload=self.workload,
+            n_layers=a.n_layers,
+            recommended_ckpt_layers=a.recommended_ckpt_layers,
+            fits=a.fits,
+            shortfall_gib=a.shortfall_gib,
+            message=a.message,
+            basis=a.basis,
+            level=a.level,
+            device_memory_gib=a.device_memory_gib,
+            device_memory_source=self.device_memory_source,
+            utilisation=a.utilisation,
+            memory_budget_gib=a.memory_budget_gib,
+            evaluated_ckpt_layers=chosen.ckpt_layers,
+            predicted_peak_memory_gib=PredictionInterval(
+                value=chosen.peak_memory_gib, low=chosen.low_gib, high=chosen.high_gib
+            ),
+            predicted_throughput_ratio=PredictionInterval(
+                value=chosen.throughput_ratio,
+                low=chosen.throughput_ratio_low,
+                high=chosen.throughput_ratio_high,
+            ),
+            run_ids=AdviceRunIds(
+                memory=a.memory_run_ids, step_time=a.time_run_ids, similar=a.similar_run_ids
+            ),
+            similar_workloads=a.similar_workloads,
+            runs=list(self.runs),
+            similar_runs=list(self.similar_runs),
+            skipped_runs=[SkippedRunOut(id=i, reason=why) for i, why in self.skipped_runs],
+            target_group=self.target_group,
+            shape=ShapeOut.model_validate(
                 {
-                    "ckpt_layers": row.ckpt_layers,
-                    "peak_memory_gib": row.peak_memory_gib,
-                    "low_gib": row.low_gib,
-                    "high_gib": row.high_gib,
-                    "fits": row.fits,
-                    "throughput_ratio": row.throughput_ratio,
-                    "throughput_ratio_low": row.throughput_ratio_low,
-                    "throughput_ratio_high": row.throughput_ratio_high,
-                    "measured_peak_memory_gib": list(row.measured_peak_gib),
-                    "measured_step_time_s": list(row.measured_step_time_s),
+                    **asdict(self.shape),
+                    "n_kv_heads": self.shape.kv_heads,
+                    "ffn_hidden": self.shape.ffn,
+                    "n_params": self.shape.n_params,
+                    "source": self.shape_source,
                 }
+            ),
+            prior=PriorOut.model_validate(
+                {
+                    **asdict(a.prior),
+                    "peak_k0_gib": a.prior.peak_gib(0),
+                    "peak_all_gib": a.prior.peak_gib(a.prior.n_layers),
+                }
+            ),
+            memory_fit=_fit(a.memory_fit),
+            step_time_fit=_fit(a.time_fit),
+            noise=NoiseOut(peak_memory=_noise(a.noise.memory), step_time=_noise(a.noise.time)),
+            notes=[*a.notes, *self.notes],
+            table=[
+                KRowOut.model_validate({**asdict(row), "measured_peak_memory_gib": row.measured_peak_gib})
                 for row in a.table
             ],
-        }
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's JSON body (``ablate advise checkpointing --json`` prints it)."""
+        return self.to_model().model_dump(mode="json")
 
 
-def _noise_json(n: model.NoiseEstimate) -> dict[str, Any]:
-    return {
-        "relative_sd": n.rel_sd,
-        "dof": n.dof,
-        "cells": n.cells,
-        "runs": n.runs,
-        "prior_relative_sd": n.prior_rel,
-        "prior_dof": n.prior_dof,
-    }
+def _noise(n: model.NoiseEstimate) -> NoiseEstimateOut:
+    return NoiseEstimateOut.model_validate(
+        {**asdict(n), "relative_sd": n.rel_sd, "prior_relative_sd": n.prior_rel}
+    )
 
 
-def _run_json(r: UsedRun) -> dict[str, Any]:
-    return {
-        "id": r.id,
-        "release": r.release,
-        "variant": r.variant,
-        "workload": r.workload,
-        "ckpt_layers": r.ckpt_layers,
-        "peak_memory_gib": r.peak_memory_gib,
-        "step_time_s": r.step_time_s,
-        "group": r.group,
-    }
-
-
-def _shape_json(s: model.ModelShape) -> dict[str, Any]:
-    return {
-        "n_layers": s.n_layers,
-        "hidden": s.hidden,
-        "n_heads": s.n_heads,
-        "n_kv_heads": s.kv_heads,
-        "ffn_hidden": s.ffn,
-        "gated_mlp": s.gated_mlp,
-        "vocab_size": s.vocab_size,
-        "tie_embeddings": s.tie_embeddings,
-        "seq_len": s.seq_len,
-        "micro_batch": s.micro_batch,
-        "precision": s.precision,
-        "weights_fp32": s.weights_fp32,
-        "attention": s.attention,
-        "tensor_parallel": s.tensor_parallel,
-        "pipeline_parallel": s.pipeline_parallel,
-        "data_parallel": s.data_parallel,
-        "zero_stage": s.zero_stage,
-        "n_params": s.n_params,
-    }
-
-
-def _prior_json(p: model.MemoryPrior) -> dict[str, Any]:
-    return {
-        "weights_gib": p.weights_gib,
-        "gradients_gib": p.gradients_gib,
-        "optimizer_gib": p.optimizer_gib,
-        "head_gib": p.head_gib,
-        "baseline_gib": p.baseline_gib,
-        "layer_activation_gib": p.layer_activation_gib,
-        "layer_checkpointed_gib": p.layer_checkpointed_gib,
-        "recompute_fraction": p.recompute_fraction,
-        "peak_k0_gib": p.peak_gib(0),
-        "peak_all_gib": p.peak_gib(p.n_layers),
-    }
-
-
-def _fit_json(f: model.LinearFit) -> dict[str, Any]:
-    return {
-        "parameters": dict(zip(f.names, f.mean, strict=True)),
-        "sd": dict(zip(f.names, (math.sqrt(max(f.cov[i][i], 0.0)) for i in range(len(f.mean))), strict=True)),
-        "sigma": f.sigma,
-        "dof": None if math.isinf(f.dof) else f.dof,
-        "n": f.n,
-    }
+def _fit(f: model.LinearFit) -> FitOut:
+    sd = (math.sqrt(max(f.cov[i][i], 0.0)) for i in range(len(f.mean)))
+    return FitOut(
+        parameters=dict(zip(f.names, f.mean, strict=True)),
+        sd=dict(zip(f.names, sd, strict=True)),
+        sigma=f.sigma,
+        dof=None if math.isinf(f.dof) else f.dof,
+        n=f.n,
+    )

@@ -152,7 +152,16 @@ def _observe(run: StoredRun, workload: Workload, n_layers: int) -> tuple[model.O
     if peak is None and step is None:
         return "it has neither peak memory nor step time"
     obs = model.Observation(run.id, k, run_group(run.release, run.variant), peak, step)
-    used = UsedRun(run.id, run.release, run.variant.name, workload.name, k, peak, step, obs.group)
+    used = UsedRun(
+        id=run.id,
+        release=run.release,
+        variant=run.variant.name,
+        workload=workload.name,
+        ckpt_layers=k,
+        peak_memory_gib=peak,
+        step_time_s=step,
+        group=obs.group,
+    )
     return obs, used
 
 
