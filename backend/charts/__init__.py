@@ -6,11 +6,12 @@ from ablate.backend.charts.html import DRAW_FIGURES_JS, figure_to_div, plotly_js
 from ablate.backend.charts.layout import empty_figure
 from ablate.backend.charts.memory import memory_bars, throughput_vs_memory
 from ablate.backend.charts.series import run_series
-from ablate.backend.charts.trend import history_chart, release_trend
+from ablate.backend.charts.trend import TrendSpec, history_chart, release_trend
 
 __all__ = [
     "DEFAULT_LADDER_COLORS",
     "DRAW_FIGURES_JS",
+    "TrendSpec",
     "ablation_bars",
     "contribution_waterfall",
     "empty_figure",

@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ablate.backend.analysis.ablation import LadderAnalysis
+from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult
 from ablate.backend.analysis.factorial import FactorialAnalysis
 from ablate.backend.charts._common import has_data, plain, plain_all, plain_lines, speedup_of, variant_order
 from ablate.backend.charts.colors import TOTAL_COLOR, color_for, variant_colors
@@ -17,6 +17,7 @@ from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_t
 from ablate.backend.charts.repeats import (
     BARGAP,
     BARGROUPGAP,
+    PointStyle,
     Repeats,
     RunValue,
     pin_points_axes,
@@ -38,6 +39,86 @@ def _baseline_geomean(ladder: LadderAnalysis, runs: Sequence[RunValue]) -> float
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def _metric_label(analysis: LadderAnalysis | FactorialAnalysis | None) -> str:
+    """The axis label of the analysed metric (throughput when there is nothing to read it from)."""
+    return describe_metric(analysis.metric, analysis.unit).label if analysis else "Throughput"
+
+
+def _parity_line(axis: str) -> dict[str, Any]:
+    """The no-change line at 1x on ``axis`` ("x" or "y") across the whole plot (as ``add_hline`` /
+    ``add_vline`` draw it)."""
+    across = "y" if axis == "x" else "x"
+    return {
+        "type": "line",
+        f"{across}ref": f"{across} domain",
+        f"{across}0": 0,
+        f"{across}1": 1,
+        f"{axis}ref": axis,
+        f"{axis}0": 1.0,
+        f"{axis}1": 1.0,
+        "line": {"color": "#999999", "width": 1, "dash": "dot"},
+    }
+
+
+def _speedup_bar(ladders: Mapping[str, LadderAnalysis], name: str, color: str) -> dict[str, Any]:
+    """The bar trace of variant ``name``: its speed-up over the baseline on each workload."""
+    ys, lows, highs, hover = [], [], [], []
+    for w, ladder in ladders.items():
+        v = ladder.variant(name)
+        r, lo, hi = speedup_of(ladder, v) if v else (None, None, None)
+        ys.append(r)
+        lows.append(lo)
+        highs.append(hi)
+        p = v.vs_baseline.p_value if v and v.vs_baseline else None
+        n = v.summary.n if v else 0
+        hover.append(plain_lines(name, f"{w}: {ratio_ci(r, lo, hi)}, n={n}, p={pvalue(p)}"))
+    return {
+        "type": "bar",
+        "name": plain(name),
+        "x": plain_all(ladders),
+        "y": ys,
+        "error_y": asymmetric_error(ys, lows, highs),
+        "marker": {"color": color},
+        "hovertext": hover,
+        "hoverinfo": "text",
+        "legendgroup": plain(name),
+        # Inside the bar at its base: outside, the whisker of the interval strikes it through.
+        "texttemplate": "%{y:.2f}\u00d7",
+        "textposition": "inside",
+        "insidetextanchor": "start",
+        "cliponaxis": False,
+    }
+
+
+def _speedup_points(
+    ladders: Mapping[str, LadderAnalysis],
+    repeats: Repeats | None,
+    variants: list[str],
+    colors: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Each run's own value over its workload's baseline geometric mean, as points over the bars."""
+    bases = {
+        w: _baseline_geomean(lad, (repeats or {}).get(w, {}).get(lad.baseline or "", ()))
+        for w, lad in ladders.items()
+    }
+
+    def speedup(workload: str, value: float) -> float | None:
+        base = bases[workload]
+        if base is None or value <= 0:
+            return None
+        return value / base if ladders[workload].direction == "higher" else base / value
+
+    unit = next(iter(ladders.values())).unit
+    style = PointStyle(
+        value_of=speedup,
+        hover_of=lambda w, name, run_id, value, y: plain_lines(
+            name, f"{w}: run {run_id}: {ratio(y)} ({quantity(value, unit, 4)})"
+        ),
+        color_of=lambda name: color_for(name, colors),
+    )
+    return point_traces(repeats, list(ladders), variants, style)
+
+
 def ablation_bars(
     ladders: Mapping[str, LadderAnalysis],
     *,
@@ -53,87 +134,21 @@ def ablation_bars(
     ``repeats`` (workload -> variant -> (run id, value)), one trace of points per variant: each
     run's own value over the baseline's geometric mean, oriented like the bars (> 1 is better).
     """
-    first = next(iter(ladders.values()), None)
-    label = describe_metric(first.metric, first.unit).label if first else "Throughput"
+    label = _metric_label(next(iter(ladders.values()), None))
     title = chart_title(f"{label} vs Base", release=release, cluster=cluster)
     if ladders and all(lad.baseline_missing for lad in ladders.values()):
         return empty_figure(title, f"no data: no succeeded {_baseline_name(ladders)} runs to compare with")
     if not ladders or not has_data(ladders):
         return empty_figure(title)
-    workloads = list(ladders)
     variants = variant_order(ladders.values())
     colors = dict(colors) if colors else variant_colors(variants)
-    traces = []
-    for name in variants:
-        ys, lows, highs, hover = [], [], [], []
-        for w in workloads:
-            ladder = ladders[w]
-            v = ladder.variant(name)
-            r, lo, hi = speedup_of(ladder, v) if v else (None, None, None)
-            ys.append(r)
-            lows.append(lo)
-            highs.append(hi)
-            p = v.vs_baseline.p_value if v and v.vs_baseline else None
-            n = v.summary.n if v else 0
-            hover.append(plain_lines(name, f"{w}: {ratio_ci(r, lo, hi)}, n={n}, p={pvalue(p)}"))
-        traces.append(
-            {
-                "type": "bar",
-                "name": plain(name),
-                "x": plain_all(workloads),
-                "y": ys,
-                "error_y": asymmetric_error(ys, lows, highs),
-                "marker": {"color": color_for(name, colors)},
-                "hovertext": hover,
-                "hoverinfo": "text",
-                "legendgroup": plain(name),
-                # Inside the bar at its base: outside, the whisker of the interval strikes it through.
-                "texttemplate": "%{y:.2f}\u00d7",
-                "textposition": "inside",
-                "insidetextanchor": "start",
-                "cliponaxis": False,
-            }
-        )
-    bases = {
-        w: _baseline_geomean(lad, (repeats or {}).get(w, {}).get(lad.baseline or "", ()))
-        for w, lad in ladders.items()
-    }
-
-    def speedup(workload: str, value: float) -> float | None:
-        base = bases[workload]
-        if base is None or value <= 0:
-            return None
-        return value / base if ladders[workload].direction == "higher" else base / value
-
-    unit = first.unit if first else ""
-    traces += point_traces(
-        repeats,
-        workloads,
-        variants,
-        value_of=speedup,
-        hover_of=lambda w, name, run_id, value, y: plain_lines(
-            name, f"{w}: run {run_id}: {ratio(y)} ({quantity(value, unit, 4)})"
-        ),
-        color_of=lambda name: color_for(name, colors),
-        bargap=BARGAP,
-        bargroupgap=BARGROUPGAP,
-    )
-    # The parity line at 1x across the whole plot width (what ``add_hline`` draws).
-    parity = {
-        "type": "line",
-        "xref": "x domain",
-        "x0": 0,
-        "x1": 1,
-        "yref": "y",
-        "y0": 1.0,
-        "y1": 1.0,
-        "line": {"color": "#999999", "width": 1, "dash": "dot"},
-    }
+    traces = [_speedup_bar(ladders, name, color_for(name, colors)) for name in variants]
+    traces += _speedup_points(ladders, repeats, variants, colors)
     layout: dict[str, Any] = {
         "barmode": "group",
         "bargap": BARGAP,
         "bargroupgap": BARGROUPGAP,
-        "shapes": [parity],
+        "shapes": [_parity_line("y")],
         "xaxis": {"title": {"text": "Workload"}},
         "yaxis": {
             "title": {
@@ -142,8 +157,55 @@ def ablation_bars(
         },
     }
     if len(traces) > len(variants):  # points drawn
-        layout = pin_points_axes(layout, len(workloads))
+        layout = pin_points_axes(layout, len(ladders))
     return build_figure(traces, title, layout=layout)
+
+
+def _waterfall_bar(name: str, y: float, color: str, hover: str, **rest: Any) -> dict[str, Any]:
+    """One bar of the waterfall: its own category ``name``, ``hover`` as plain text; ``rest`` adds or
+    overrides trace keys (the label's template and position, a floating bar's ``base``)."""
+    return {
+        "type": "bar",
+        "name": plain(name),
+        "x": [plain(name)],
+        "y": [y],
+        "marker": {"color": color},
+        "hovertext": [plain(hover)],
+        "hoverinfo": "text",
+        "textposition": "inside",
+        **rest,
+    }
+
+
+def _waterfall_steps(
+    ladder: LadderAnalysis, chain: Sequence[VariantResult], colors: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The floating bars after the first rung: each rung's gain over the one before, in pp."""
+    traces = []
+    level = 100.0
+    for v in chain[1:]:
+        r, _, _ = speedup_of(ladder, v)
+        new_level = 100.0 * r if r is not None else level
+        delta = new_level - level
+        share = f", {pct(v.share * 100, signed=False)} of the gain" if v.share is not None else ""
+        if v.skipped:
+            share += f"; step across missing {', '.join(v.skipped)}"
+        step = v.step.ratio if v.step else None
+        hover = f"{v.variant}: {delta:+.1f} pp (step {ratio(step)}{share})"
+        traces.append(
+            _waterfall_bar(
+                v.variant,
+                delta,
+                color_for(v.variant, colors),
+                hover,
+                base=[level],
+                texttemplate=f"{delta:+.1f}",
+                textposition="outside",
+                cliponaxis=False,
+            )
+        )
+        level = new_level
+    return traces
 
 
 def contribution_waterfall(
@@ -159,7 +221,7 @@ def contribution_waterfall(
     Steps are speed-up(i) - speed-up(i-1), so the floating bars add up exactly to the total
     bar; hover also shows each step's log share of the total gain (as computed by the analysis).
     """
-    label = describe_metric(ladder.metric, ladder.unit).label if ladder else "Throughput"
+    label = _metric_label(ladder)
     title = chart_title(
         f"{label}: contribution of each optimisation", release=release, cluster=cluster, extra=workload or ""
     )
@@ -173,58 +235,13 @@ def contribution_waterfall(
     if not chain or chain[0].variant != ladder.baseline:
         return empty_figure(title, "no data: the baseline is not the first rung")
     colors = dict(colors) if colors else variant_colors(v.variant for v in chain)
-    traces: list[dict[str, Any]] = [
-        {
-            "type": "bar",
-            "name": plain(chain[0].variant),
-            "x": [plain(chain[0].variant)],
-            "y": [100.0],
-            "marker": {"color": color_for(chain[0].variant, colors)},
-            "hovertext": [plain(f"{chain[0].variant}: 100%")],
-            "hoverinfo": "text",
-            "texttemplate": "100%",
-            "textposition": "inside",
-        }
-    ]
-    level = 100.0
-    for v in chain[1:]:
-        r, _, _ = speedup_of(ladder, v)
-        new_level = 100.0 * r if r is not None else level
-        delta = new_level - level
-        share = f", {pct(v.share * 100, signed=False)} of the gain" if v.share is not None else ""
-        if v.skipped:
-            share += f"; step across missing {', '.join(v.skipped)}"
-        step = v.step.ratio if v.step else None
-        traces.append(
-            {
-                "type": "bar",
-                "name": plain(v.variant),
-                "x": [plain(v.variant)],
-                "y": [delta],
-                "base": [level],
-                "marker": {"color": color_for(v.variant, colors)},
-                "hovertext": [plain(f"{v.variant}: {delta:+.1f} pp (step {ratio(step)}{share})")],
-                "hoverinfo": "text",
-                "texttemplate": f"{delta:+.1f}",
-                "textposition": "outside",
-                "cliponaxis": False,
-            }
-        )
-        level = new_level
+    first = chain[0].variant
+    traces = [_waterfall_bar(first, 100.0, color_for(first, colors), f"{first}: 100%", texttemplate="100%")]
+    traces += _waterfall_steps(ladder, chain, colors)
     total = ladder.total.ratio * 100.0
-    traces.append(
-        {
-            "type": "bar",
-            "name": "Total",
-            "x": ["Total"],
-            "y": [total],
-            "marker": {"color": TOTAL_COLOR},
-            "hovertext": [plain(f"Total: {pct(total, signed=False)} of {ladder.baseline}")],
-            "hoverinfo": "text",
-            "texttemplate": pct(total, signed=False),
-            "textposition": "inside",
-        }
-    )
+    total_text = pct(total, signed=False)
+    hover = f"Total: {total_text} of {ladder.baseline}"
+    traces.append(_waterfall_bar("Total", total, TOTAL_COLOR, hover, texttemplate=total_text))
     layout = {
         "barmode": "overlay",
         "xaxis": {"title": {"text": "Variant"}, "type": "category"},
@@ -261,6 +278,77 @@ def _heatmap_cell(ladder: LadderAnalysis, name: str, workload: str) -> tuple[flo
     return r, f"{ratio(r)} {mark}".strip(), hover
 
 
+def _veil(row: int, col: int) -> dict[str, Any]:
+    """A translucent white veil over a heatmap cell: its colour reads as "no supported change"."""
+    return {
+        "type": "rect",
+        "xref": "x",
+        "yref": "y",
+        "x0": col - 0.5,
+        "x1": col + 0.5,
+        "y0": row - 0.5,
+        "y1": row + 0.5,
+        "fillcolor": "rgba(255,255,255,0.55)",
+        "line": {"width": 0},
+        "layer": "above",
+    }
+
+
+def _heatmap_trace(
+    ladders: Mapping[str, LadderAnalysis], variants: list[str]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The heatmap trace (workloads down, variants across) and the veils over its unsupported cells."""
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    hover: list[list[str]] = []
+    veils: list[dict[str, Any]] = []
+    for row, (w, ladder) in enumerate(ladders.items()):
+        cells = [_heatmap_cell(ladder, name, w) for name in variants]
+        z.append([c[0] for c in cells])
+        text.append([c[1] for c in cells])
+        hover.append([c[2] for c in cells])
+        veils += [
+            _veil(row, col) for col, c in enumerate(cells) if c[1].endswith((NOT_SIGNIFICANT, NOT_TESTABLE))
+        ]
+    heatmap = {
+        "type": "heatmap",
+        "z": z,
+        "x": plain_all(variants),
+        "y": plain_all(ladders),
+        "text": text,
+        "texttemplate": "%{text}",
+        "colorscale": "RdBu",
+        "zmid": 1.0,
+        "colorbar": {"title": {"text": "Speed-up (\u00d7)"}},
+        "hovertext": hover,
+        "hoverinfo": "text",
+        "xgap": 2,
+        "ygap": 2,
+    }
+    return heatmap, veils
+
+
+def _veil_note(alpha: float) -> dict[str, Any]:
+    """What the greyed cells' marks mean, as an annotation."""
+    return {
+        "text": (
+            f"Greyed cells \u2014 {NOT_SIGNIFICANT}: change not significant "
+            f"(q \u2265 {alpha:g}, the hover gives its interval); "
+            f"{NOT_TESTABLE}: fewer than 2 runs a side, not testable"
+        ),
+        # Above the plot, under the title: below it, long rotated variant names run into it.
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0.0,
+        "y": 1.0,
+        "xanchor": "left",
+        "yanchor": "bottom",
+        "yshift": 4,
+        "showarrow": False,
+        "font": {"size": 11, "color": "#555555"},
+    }
+
+
 def speedup_heatmap(
     ladders: Mapping[str, LadderAnalysis],
     *,
@@ -274,78 +362,17 @@ def speedup_heatmap(
     and is greyed over, with a note under the chart saying what the marks mean.
     """
     first = next(iter(ladders.values()), None)
-    label = describe_metric(first.metric, first.unit).label if first else "Throughput"
-    title = chart_title(f"{label} speed-up over Base", release=release, cluster=cluster)
-    if not ladders or not has_data(ladders):
+    title = chart_title(f"{_metric_label(first)} speed-up over Base", release=release, cluster=cluster)
+    if first is None or not has_data(ladders):
         return empty_figure(title)
-    workloads = list(ladders)
-    variants = variant_order(ladders.values())
-    z: list[list[float | None]] = []
-    text: list[list[str]] = []
-    hover: list[list[str]] = []
-    greyed: list[dict[str, Any]] = []
-    for row_i, w in enumerate(workloads):
-        cells = [_heatmap_cell(ladders[w], name, w) for name in variants]
-        z.append([c[0] for c in cells])
-        text.append([c[1] for c in cells])
-        hover.append([c[2] for c in cells])
-        for col_i, (_, cell_text, _) in enumerate(cells):
-            if cell_text.endswith((NOT_SIGNIFICANT, NOT_TESTABLE)):
-                # A translucent white veil over the cell: its colour reads as "no supported change".
-                greyed.append(
-                    {
-                        "type": "rect",
-                        "xref": "x",
-                        "yref": "y",
-                        "x0": col_i - 0.5,
-                        "x1": col_i + 0.5,
-                        "y0": row_i - 0.5,
-                        "y1": row_i + 0.5,
-                        "fillcolor": "rgba(255,255,255,0.55)",
-                        "line": {"width": 0},
-                        "layer": "above",
-                    }
-                )
-    heatmap = {
-        "type": "heatmap",
-        "z": z,
-        "x": plain_all(variants),
-        "y": plain_all(workloads),
-        "text": text,
-        "texttemplate": "%{text}",
-        "colorscale": "RdBu",
-        "zmid": 1.0,
-        "colorbar": {"title": {"text": "Speed-up (\u00d7)"}},
-        "hovertext": hover,
-        "hoverinfo": "text",
-        "xgap": 2,
-        "ygap": 2,
-    }
+    heatmap, veils = _heatmap_trace(ladders, variant_order(ladders.values()))
     layout: dict[str, Any] = {
         "xaxis": {"title": {"text": "Variant"}, "type": "category"},
         "yaxis": {"title": {"text": "Workload"}, "type": "category", "autorange": "reversed"},
-        "shapes": greyed,
+        "shapes": veils,
     }
-    if greyed:
-        layout["annotations"] = [
-            {
-                "text": (
-                    f"Greyed cells \u2014 {NOT_SIGNIFICANT}: change not significant "
-                    f"(q \u2265 {ladders[workloads[0]].alpha:g}, the hover gives its interval); "
-                    f"{NOT_TESTABLE}: fewer than 2 runs a side, not testable"
-                ),
-                # Above the plot, under the title: below it, long rotated variant names run into it.
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.0,
-                "y": 1.0,
-                "xanchor": "left",
-                "yanchor": "bottom",
-                "yshift": 4,
-                "showarrow": False,
-                "font": {"size": 11, "color": "#555555"},
-            }
-        ]
+    if veils:
+        layout["annotations"] = [_veil_note(first.alpha)]
     return build_figure([heatmap], title, layout=layout, legend=False)
 
 
@@ -378,8 +405,7 @@ def factorial_effects(
     marker per effect (x: the effect as a factor, > 1 better; interactions at full size) with its
     t interval as error bars, effects listed top to bottom, and the no-effect line at 1x.
     """
-    first = next(iter(analyses.values()), None)
-    label = describe_metric(first.metric, first.unit).label if first else "Throughput"
+    label = _metric_label(next(iter(analyses.values()), None))
     title = chart_title(f"{label}: factor effects", release=release, cluster=cluster)
     usable = {w: fa for w, fa in analyses.items() if fa.main_effects}
     if not usable:
@@ -419,21 +445,11 @@ def factorial_effects(
                 "hoverinfo": "text",
             }
         )
-    parity = {
-        "type": "line",
-        "yref": "y domain",
-        "y0": 0,
-        "y1": 1,
-        "xref": "x",
-        "x0": 1.0,
-        "x1": 1.0,
-        "line": {"color": "#999999", "width": 1, "dash": "dot"},
-    }
     # Grouped scatter autoranges like bars (from 0): fit the effects, their intervals and the 1x line.
     ends = [1.0] + [v for t in traces for v in (*t["x"], *_bounds(t)) if isinstance(v, int | float)]
     pad = (max(ends) - min(ends)) * 0.08 or 0.05
     layout = {
-        "shapes": [parity],
+        "shapes": [_parity_line("x")],
         # Workloads side by side within each effect's row, not drawn over each other.
         "scattermode": "group",
         "scattergap": 0.4,

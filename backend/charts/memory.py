@@ -11,7 +11,14 @@ from ablate.backend.analysis.ablation import LadderAnalysis
 from ablate.backend.charts._common import has_data, plain, plain_all, plain_lines, variant_order
 from ablate.backend.charts.colors import color_for, variant_colors
 from ablate.backend.charts.layout import asymmetric_error, build_figure, chart_title, empty_figure
-from ablate.backend.charts.repeats import BARGAP, BARGROUPGAP, Repeats, pin_points_axes, point_traces
+from ablate.backend.charts.repeats import (
+    BARGAP,
+    BARGROUPGAP,
+    PointStyle,
+    Repeats,
+    pin_points_axes,
+    point_traces,
+)
 from ablate.backend.domain.formatting import MEDIAN_DIGITS, num_ci, quantity
 from ablate.backend.domain.metrics import describe_metric
 
@@ -61,18 +68,14 @@ def memory_bars(
                 "legendgroup": plain(name),
             }
         )
-    traces += point_traces(
-        repeats,
-        workloads,
-        variants,
+    style = PointStyle(
         value_of=lambda _w, value: value,
         hover_of=lambda w, name, run_id, value, _y: plain_lines(
             name, f"{w}: run {run_id}: {quantity(value, mdef.unit, MEDIAN_DIGITS)}"
         ),
         color_of=lambda name: color_for(name, colors),
-        bargap=BARGAP,
-        bargroupgap=BARGROUPGAP,
     )
+    traces += point_traces(repeats, workloads, variants, style)
     layout: dict[str, Any] = {
         "barmode": "group",
         "bargap": BARGAP,

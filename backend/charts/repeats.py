@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,27 +52,37 @@ def jitter(workload: str, variant: str, n: int, width: float) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-width / 2, width / 2, n)
 
 
+@dataclass(frozen=True)
+class PointStyle:
+    """Where and how :func:`point_traces` draws a run's point.
+
+    ``value_of(workload, value)`` is where a run's value is drawn (e.g. its speed-up over the
+    baseline; None leaves the run out), ``hover_of(workload, variant, run_id, value, y)`` its hover,
+    ``color_of(variant)`` its colour; ``bargap`` and ``bargroupgap`` are the bar chart's gaps.
+    """
+
+    value_of: Callable[[str, float], float | None]
+    hover_of: Callable[[str, str, int, float, float], str]
+    color_of: Callable[[str], str]
+    bargap: float = BARGAP
+    bargroupgap: float = BARGROUPGAP
+
+
 def point_traces(
     repeats: Repeats | None,
     workloads: Sequence[str],
     variants: Sequence[str],
-    *,
-    value_of: Callable[[str, float], float | None],
-    hover_of: Callable[[str, str, int, float, float], str],
-    color_of: Callable[[str], str],
-    bargap: float,
-    bargroupgap: float,
+    style: PointStyle,
 ) -> list[dict[str, Any]]:
-    """One scatter trace per variant with runs: a point per run over its bar.
+    """One scatter trace per variant with runs: a point per run over its bar, drawn as ``style`` says.
 
-    ``value_of(workload, value)`` is where a run's value is drawn (e.g. its speed-up over the
-    baseline; None leaves the run out), ``hover_of(workload, variant, run_id, value, y)`` its hover.
     Each trace shares the variant's legend group, so the legend shows and hides bar and points
     together.
     """
     if not repeats:
         return []
-    width = bar_width(len(variants), bargap=bargap, bargroupgap=bargroupgap) * JITTER_SPAN
+    gaps = {"bargap": style.bargap, "bargroupgap": style.bargroupgap}
+    width = bar_width(len(variants), **gaps) * JITTER_SPAN
     traces = []
     for slot, name in enumerate(variants):
         xs: list[float] = []
@@ -81,14 +92,14 @@ def point_traces(
         for category, workload in enumerate(workloads):
             runs = sorted((repeats.get(workload) or {}).get(name) or (), key=lambda r: r[0])
             offsets = jitter(workload, name, len(runs), width)
-            center = bar_center(category, slot, len(variants), bargap=bargap, bargroupgap=bargroupgap)
+            center = bar_center(category, slot, len(variants), **gaps)
             for (run_id, value), offset in zip(runs, offsets, strict=True):
-                y = value_of(workload, value)
+                y = style.value_of(workload, value)
                 if y is None:
                     continue
                 xs.append(round(center + float(offset), 6))
                 ys.append(y)
-                hover.append(hover_of(workload, name, run_id, value, y))
+                hover.append(style.hover_of(workload, name, run_id, value, y))
                 ids.append(run_id)
         if not xs:
             continue
@@ -104,7 +115,7 @@ def point_traces(
                 "y": ys,
                 "customdata": ids,  # the run ids, for a click-through
                 "marker": {
-                    "color": color_of(name),
+                    "color": style.color_of(name),
                     "size": 7,
                     "opacity": 0.9,
                     "line": {"color": "#ffffff", "width": 1},

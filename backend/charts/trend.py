@@ -4,6 +4,7 @@ against the one before it marked (the history chart of the dashboard and the rep
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import plotly.graph_objects as go
@@ -39,25 +40,34 @@ VERDICT_MARKERS: dict[str, tuple[str, str, str]] = {
 }
 
 
+@dataclass(frozen=True)
+class TrendSpec:
+    """What a release trend plots: ``releases`` along x in this order, ``metric`` (in ``unit``,
+    default its registered one) up the y axis."""
+
+    releases: Sequence[str]
+    metric: str
+    unit: str | None = None
+
+
 def release_trend(
     points: Mapping[str, Mapping[str, Point | None]],
+    spec: TrendSpec,
     *,
-    releases: Sequence[str],
-    metric: str,
-    unit: str | None = None,
     cluster: str | None = None,
     workload: str | None = None,
     colors: Mapping[str, str] | None = None,
     verdicts: Mapping[str, Mapping[str, str | None]] | None = None,
 ) -> go.Figure:
-    """``points`` maps variant -> release tag -> Summary; x follows ``releases`` order exactly.
+    """``points`` maps variant -> release tag -> Summary; x follows ``spec.releases`` order exactly.
 
-    Releases missing for a variant leave a gap; tags not in ``releases`` are ignored. ``verdicts``
-    maps variant -> release -> its verdict against the previous release: regressions,
+    Releases missing for a variant leave a gap; tags not in the spec's releases are ignored.
+    ``verdicts`` maps variant -> release -> its verdict against the previous release: regressions,
     improvements, suspects and untestable releases get a marker (one legend entry each); unchanged
     and uncompared releases none.
     """
-    mdef = describe_metric(metric, unit)
+    releases = spec.releases
+    mdef = describe_metric(spec.metric, spec.unit)
     span = f"{releases[0]} → {releases[-1]}" if len(releases) > 1 else (releases[0] if releases else None)
     title = chart_title(f"{mdef.label} by release", release=span, cluster=cluster, extra=workload or "")
     releases = list(dict.fromkeys(releases))
@@ -171,9 +181,7 @@ def history_chart(
     releases = [e.release for e in history.entries]
     return release_trend(
         {variant: {e.release: e for e in history.entries}},
-        releases=releases,
-        metric=metric,
-        unit=unit,
+        TrendSpec(releases, metric, unit),
         cluster=cluster,
         workload=f"{workload} · {variant}" if workload else variant,
         verdicts={variant: {e.release: e.verdict for e in history.entries}},

@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from ablate.backend.cli.ci_gate import FAIL_ON, gate, render_markdown, wait_for_runs
 from ablate.backend.cli.ci_run import (
+    Capture,
     Cell,
     build_result,
     exit_code_of,
@@ -188,10 +189,7 @@ def run(
         parser_name=parser_name,
         parser=parser,
         key=key,
-        command=command or None,
-        outcome=outcome,
-        log_tail=tail,
-        log_file=log,
+        capture=Capture(command or None, outcome, tail, log),
     )
     write_result(path, built.result)
     benchmark_code = exit_code_of(outcome.returncode) if outcome and outcome.returncode else 0

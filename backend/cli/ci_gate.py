@@ -19,7 +19,7 @@ import httpx
 from ablate.backend.cli.http import describe_problem
 from ablate.backend.errors import AblateError
 from ablate.backend.reports.markdown import escape_md
-from ablate.backend.web.links import runs_url
+from ablate.backend.web.links import RunsLink, runs_url
 
 FAIL_ON = ("regressed", "suspect")
 COUNTED = ("regressed", "suspect", "improved", "unchanged", "not testable", "not compared")
@@ -93,10 +93,12 @@ def gate(comparison: dict[str, Any], fail_on: str) -> GateResult:
                 ci_high_pct=r.get("change_ci_high"),
                 q_value=r.get("q_value"),
                 runs=runs_url(
-                    release=releases,
-                    cluster=delta["cluster"],
-                    workload=delta["workload"],
-                    variant=delta["variant"],
+                    RunsLink(
+                        release=releases,
+                        cluster=delta["cluster"],
+                        workload=delta["workload"],
+                        variant=delta["variant"],
+                    )
                 ),
             )
         )

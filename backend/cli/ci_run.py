@@ -222,6 +222,17 @@ class Built:
     reason: str | None
 
 
+@dataclass(frozen=True)
+class Capture:
+    """What the job ran and what came of it: the ``command`` with its ``outcome``, or the existing
+    ``log_file`` read instead (no command, no outcome); ``log_tail`` is the output's last lines."""
+
+    command: Sequence[str] | None
+    outcome: CommandOutcome | None
+    log_tail: Sequence[str]
+    log_file: Path | None
+
+
 def build_result(
     cell: Cell,
     *,
@@ -229,10 +240,7 @@ def build_result(
     parser_name: str,
     parser: LogParser,
     key: str,
-    command: Sequence[str] | None,
-    outcome: CommandOutcome | None,
-    log_tail: Sequence[str],
-    log_file: Path | None,
+    capture: Capture,
 ) -> Built:
     """One result of the contract: metrics summarised as the command runner summarises them
     (warm-up steps dropped, medians, rates derived from the workload), or a failed result naming why."""
@@ -243,10 +251,10 @@ def build_result(
         "parser": parser_name,
         **ci_provenance(),
     }
-    if command:
-        provenance["command"] = _clip(shlex.join(command), MAX_PROVENANCE)
-    if log_file is not None:
-        provenance["log_file"] = _clip(str(log_file), MAX_PROVENANCE)
+    if capture.command:
+        provenance["command"] = _clip(shlex.join(capture.command), MAX_PROVENANCE)
+    if capture.log_file is not None:
+        provenance["log_file"] = _clip(str(capture.log_file), MAX_PROVENANCE)
     parsed = parser.finish()
     warmup = int(workload.get("warmup_steps") or 0)
     provenance["step_records"] = str(len(parsed.steps))
@@ -262,6 +270,7 @@ def build_result(
     series: dict[str, tuple[list[int], list[float]]] = {}
     reason: str | None = None
     kind = "benchmark"
+    outcome = capture.outcome
     if outcome is not None and outcome.returncode != 0:
         errors = "\n".join(outcome.stderr_tail).strip()
         reason = f"command {describe_returncode(outcome.returncode)}" + (f": {errors}" if errors else "")
@@ -269,7 +278,7 @@ def build_result(
     else:
         metrics, series = summarize(parsed, context_for(workload, cluster, parser))
         if not metrics:
-            what = "command" if outcome is not None else f"log {log_file}"
+            what = "command" if outcome is not None else f"log {capture.log_file}"
             reason = f"{what} printed no metrics: {no_metrics_reason(parser_name, parsed, warmup)}"
         elif outcome is not None:
             metrics.setdefault("elapsed_s", (outcome.elapsed_s, "s"))
@@ -284,8 +293,8 @@ def build_result(
     else:
         result |= {"status": "failed", "error": _clip(reason, 10_000), "failure_kind": kind}
     result["provenance"] = provenance
-    if log_tail:
-        result["log_tail"] = _clip("\n".join(log_tail), 65_536)
+    if capture.log_tail:
+        result["log_tail"] = _clip("\n".join(capture.log_tail), 65_536)
     if outcome is not None:
         result["started_at"] = _stamp(outcome.started_at)
         result["finished_at"] = _stamp(outcome.finished_at)

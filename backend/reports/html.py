@@ -132,9 +132,7 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
             if c.lookback_releases and c.primary_metric:
                 fig = charts.release_trend(
                     _trend_points(c, cluster.name, workload, c.primary_metric),
-                    releases=[*c.lookback_releases, c.release.ref],
-                    metric=c.primary_metric,
-                    unit=ladder.unit,
+                    charts.TrendSpec([*c.lookback_releases, c.release.ref], c.primary_metric, ladder.unit),
                     cluster=cluster.name,
                     workload=workload,
                     colors=colors,

@@ -11,6 +11,7 @@ deleted study or release outlives it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import CursorResult, Delete, Select, delete, select
@@ -39,14 +40,21 @@ MAX_LISTED_IDS = 1_000  # run ids kept in a deletion's audit details
 _ACTIVE = (RunStatus.queued.value, RunStatus.running.value)
 
 
+@dataclass(frozen=True)
+class AuditSubject:
+    """What an audit event is about: a run, a study or a release (as many of them as apply)."""
+
+    run_id: int | None = None
+    study_id: int | None = None
+    release: str | None = None
+
+
 def _record(
     session: Session,
     who: Principal,
     action: AuditAction,
+    subject: AuditSubject,
     *,
-    run_id: int | None = None,
-    study_id: int | None = None,
-    release: str | None = None,
     reason: str | None = None,
     details: dict[str, Any] | None = None,
 ) -> AuditEvent:
@@ -54,9 +62,9 @@ def _record(
         actor=who.name,
         actor_token_id=who.token_id,
         action=action.value,
-        run_id=run_id,
-        study_id=study_id,
-        release=release,
+        run_id=subject.run_id,
+        study_id=subject.study_id,
+        release=subject.release,
         reason=reason,
         details=details or {},
     )
@@ -77,9 +85,7 @@ def _record_run(
         session,
         who,
         action,
-        run_id=run.id,
-        study_id=run.study_id,
-        release=run.release.ref,
+        AuditSubject(run_id=run.id, study_id=run.study_id, release=run.release.ref),
         reason=reason,
         details=details,
     )
@@ -174,8 +180,7 @@ def delete_study(session: Session, study_id: int, who: Principal) -> tuple[dict[
         session,
         who,
         AuditAction.delete_study,
-        study_id=study_id,
-        release=ref,
+        AuditSubject(study_id=study_id, release=ref),
         details={"study": name, "deleted": counts, **_listed(ids)},
     )
     session.expunge(study)
@@ -201,7 +206,7 @@ def delete_release(session: Session, ref: str, who: Principal) -> tuple[dict[str
         session,
         who,
         AuditAction.delete_release,
-        release=release_ref,
+        AuditSubject(release=release_ref),
         details={"deleted": counts, **_listed(ids)},
     )
     return counts, event

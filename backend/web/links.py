@@ -24,34 +24,41 @@ class Scope:
     run_ids: tuple[int, ...] = ()
 
 
-def runs_url(
-    *,
-    release: str | Iterable[str] | None = None,
-    cluster: str | None = None,
-    workload: str | None = None,
-    variant: str | Iterable[str] | None = None,
-    study: int | None = None,
-    status: str | None = None,
-    ids: Sequence[int] = (),
-    excluded: bool | None = None,
-    cursor: str | None = None,
-) -> str:
-    """``/runs?release=...&cluster=...``; a list of releases or variants repeats the parameter."""
+@dataclass(frozen=True)
+class RunsLink:
+    """The filters of a run-list link; a list of releases or variants stands for any of them."""
+
+    release: str | Iterable[str] | None = None
+    cluster: str | None = None
+    workload: str | None = None
+    variant: str | Iterable[str] | None = None
+    study: int | None = None
+    status: str | None = None
+    ids: Sequence[int] = ()
+    excluded: bool | None = None
+    cursor: str | None = None
+
+
+def runs_url(link: RunsLink | None = None) -> str:
+    """``/runs?release=...&cluster=...`` of ``link``'s filters (none: every run); a list of
+    releases or variants repeats the parameter."""
+    link = link or RunsLink()
     params: list[tuple[str, str]] = []
-    for key, value in (("release", release), ("variant", variant)):
+    for key, value in (("release", link.release), ("variant", link.variant)):
         if isinstance(value, str):
             params.append((key, value))
         elif value is not None:
             params += [(key, v) for v in dict.fromkeys(value)]
-    for key, one in (("cluster", cluster), ("workload", workload), ("status", status), ("cursor", cursor)):
+    singles = (("cluster", link.cluster), ("workload", link.workload), ("status", link.status))
+    for key, one in (*singles, ("cursor", link.cursor)):
         if one:
             params.append((key, one))
-    if study is not None:
-        params.append(("study", str(study)))
-    if ids:
-        params.append(("ids", ",".join(str(i) for i in sorted(set(ids)))))
-    if excluded is not None:
-        params.append(("excluded", "true" if excluded else "false"))
+    if link.study is not None:
+        params.append(("study", str(link.study)))
+    if link.ids:
+        params.append(("ids", ",".join(str(i) for i in sorted(set(link.ids)))))
+    if link.excluded is not None:
+        params.append(("excluded", "true" if link.excluded else "false"))
     params.sort(key=lambda kv: kv[0] == "cursor")  # the cursor last, for readable URLs
     return f"{RUNS_PATH}?{urlencode(params)}" if params else RUNS_PATH
 
@@ -72,7 +79,7 @@ def cell_runs_url(
     kinds = sum(1 for part in (releases, studies, ids) if part)
     if kinds != 1 or len(studies) > 1:
         return None
-    return runs_url(
+    link = RunsLink(
         release=releases or None,
         cluster=cluster,
         workload=workload,
@@ -82,6 +89,7 @@ def cell_runs_url(
         ids=ids,
         excluded=False,
     )
+    return runs_url(link)
 
 
 # The release page's query parameters naming the cell whose history it shows (names may hold "/").

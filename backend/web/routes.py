@@ -144,10 +144,7 @@ def compare_page(
 ) -> Response:
     filters = Filters.from_request(request)
     with _db(request).read() as session:
-        page = compare.compare_page(
-            session,
-            filters,
-            request.app.state.settings,
+        query = compare.CompareQuery(
             a=a.strip(),
             b=b.strip(),
             baseline_runs=baseline_runs.strip(),
@@ -155,6 +152,7 @@ def compare_page(
             baseline_study=baseline_study.strip(),
             contender_study=contender_study.strip(),
         )
+        page = compare.compare_page(session, filters, request.app.state.settings, query)
     return render(request, "compare.html", {"section": "compare", "page": page, "charts": page.chart_count})
 
 

@@ -9,6 +9,7 @@ from ablate.backend.analysis.ablation import LadderOptions, analyze_ladder
 from ablate.backend.analysis.stats import summarize
 from ablate.backend.charts import (
     DEFAULT_LADDER_COLORS,
+    TrendSpec,
     ablation_bars,
     contribution_waterfall,
     figure_to_div,
@@ -112,7 +113,7 @@ def test_release_trend():
         "Base": {r: summarize([100.0 + i, 101.0 + i, 99.0 + i]) for i, r in enumerate(rels)},
         "AC2+ACCL+CompilerOpt+CkptOpt": {"25.12": summarize([140.0, 141.0]), "26.01": None},
     }
-    fig = release_trend(points, releases=rels, metric="throughput_tokens_per_s", cluster=CLU, workload="w")
+    fig = release_trend(points, TrendSpec(rels, "throughput_tokens_per_s"), cluster=CLU, workload="w")
     assert len(fig.data) == 2
     assert list(fig.data[0].x) == rels
     assert fig.data[1].y == (None, None, 140.5)
@@ -196,8 +197,8 @@ EMPTY_CASES = [
     lambda: speedup_heatmap({}),
     lambda: memory_bars({}),
     lambda: throughput_vs_memory({}, {}),
-    lambda: release_trend({}, releases=[], metric="step_time_s"),
-    lambda: release_trend({"Base": {"x": None}}, releases=["a"], metric="step_time_s"),
+    lambda: release_trend({}, TrendSpec([], "step_time_s")),
+    lambda: release_trend({"Base": {"x": None}}, TrendSpec(["a"], "step_time_s")),
     lambda: run_series({}),
     lambda: run_series({"loss": ([], [])}),
 ]
@@ -246,8 +247,7 @@ def test_hover_text_reads_like_the_tables(tput, mem):
     assert f"Peak memory: {fmt.quantity(s.median, 'GiB', fmt.MEDIAN_DIGITS)}" in scatter
     missing = release_trend(
         {"Base": {"a": summarize([1.0, 1.1, 1.2]), "b": None}},
-        releases=["a", "b"],
-        metric="step_time_s",
+        TrendSpec(["a", "b"], "step_time_s"),
     )
     assert missing.data[0].hovertext[1] == f"Base<br>b: {fmt.MISSING}, n=0"
 

@@ -19,6 +19,7 @@ from ablate.backend.analysis.ablation import LadderOptions, analyze_ladder
 from ablate.backend.analysis.factorial import analyze_factorial
 from ablate.backend.analysis.stats import summarize
 from ablate.backend.charts import (
+    TrendSpec,
     ablation_bars,
     contribution_waterfall,
     figure_to_div,
@@ -77,8 +78,7 @@ def _figures() -> dict[str, go.Figure]:
         "tput-mem": throughput_vs_memory(tput, mem, **where),
         "trend": release_trend(
             {VARIANT: {RELEASE: summarize([1.0, 1.1, 1.2])}},
-            releases=[RELEASE],
-            metric=METRIC,
+            TrendSpec([RELEASE], METRIC),
             cluster=CLUSTER,
             workload=WORKLOAD,
         ),

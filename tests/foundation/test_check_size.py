@@ -54,3 +54,29 @@ def test_strict_fails_when_anything_is_over_and_passes_when_nothing_is(tmp_path:
 def test_a_missing_folder_is_named(tmp_path: Path) -> None:
     out = run("--root", str(tmp_path), "nowhere")
     assert out.returncode != 0 and "no folder" in out.stderr and "nowhere" in out.stderr
+
+
+def test_typer_commands_are_exempt_from_the_parameter_limit_only(tmp_path: Path) -> None:
+    """Each parameter of a Typer command is a CLI option declared in its signature: they cannot be
+    bundled, so a command (decorated, or with every parameter a typer.Option/Argument) is not listed
+    for its parameters; its length still is, and so is any other function's parameter count."""
+    (tmp_path / "backend").mkdir()
+    (tmp_path / "workers").mkdir()
+    options = ", ".join(f'o{i}: int = typer.Option({i}, "--o{i}")' for i in range(9))
+    body = "\n".join(f"    x{i} = {i}" for i in range(85))
+    (tmp_path / "backend" / "cli.py").write_text(
+        "import typer\n\napp = typer.Typer()\n\n\n"
+        f'@app.command("one")\ndef one({options}):\n    return o0\n\n\n'
+        f"@app.command\ndef bare(a, b, c, d, e, f, g, h):\n{body}\n\n\n"
+        f"def registered_elsewhere(r: str = typer.Argument(...), {options}):\n    return r\n\n\n"
+        f"def half(a, b, c, d, e, f, g, {options}):\n    return a\n\n\n"
+        "@app.callback()\ndef other(a, b, c, d, e, f, g, h):\n    return a\n"
+    )
+    out = run("--root", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:-1] == [
+        "backend/cli.py:12: bare: 86 function lines (limit 80)",
+        "backend/cli.py:104: half: 16 parameters (limit 7)",
+        "backend/cli.py:109: other: 8 parameters (limit 7)",
+    ]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import BaseModel, Field
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
@@ -26,33 +27,36 @@ router = APIRouter(tags=["comparison"], dependencies=[Depends(auth.read)])
 RefQuery = Query(None, max_length=265, description="Baseline release IMAGE:TAG (default: the previous tag).")
 
 
-def _options(
-    request: Request,
-    threshold_pct: float | None = Query(None, gt=0, le=100, description="Verdict threshold in percent."),
-    alpha: float | None = Query(None, gt=0, lt=1, description="Significance level."),
-    lookback: int | None = Query(None, ge=0, le=100, description="Releases the lookback uses (K)."),
-    metric: list[str] | None = Query(
+class OptionsQuery(BaseModel):
+    """The analysis options a comparison, a compare or a report takes from its query."""
+
+    threshold_pct: float | None = Field(None, gt=0, le=100, description="Verdict threshold in percent.")
+    alpha: float | None = Field(None, gt=0, lt=1, description="Significance level.")
+    lookback: int | None = Field(None, ge=0, le=100, description="Releases the lookback uses (K).")
+    metric: list[str] | None = Field(
         None,
         max_length=50,
         description="Metrics to analyse (repeatable). Default: throughput and peak memory.",
-    ),
-    seed: int | None = Query(None, ge=0, le=2**32 - 1, description="Share-interval seed."),
-    n_resamples: int | None = Query(None, ge=99, le=99_999, description="Share-interval draws."),
-    busy_hosts: Literal["exclude", "include"] = Query(
+    )
+    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="Share-interval seed.")
+    n_resamples: int | None = Field(None, ge=99, le=99_999, description="Share-interval draws.")
+    busy_hosts: Literal["exclude", "include"] = Field(
         "exclude",
         description="Runs measured on a busy host (provenance host_busy): left out of the "
         "release-over-release verdicts and lookbacks (exclude, the default, with a note), or kept.",
-    ),
-) -> svc.ComparisonOptions:
+    )
+
+
+def _options(request: Request, query: Annotated[OptionsQuery, Query()]) -> svc.ComparisonOptions:
     return svc.ComparisonOptions.from_settings(
         request.app.state.settings,
-        threshold_pct=threshold_pct,
-        alpha=alpha,
-        lookback=lookback,
-        seed=seed,
-        n_resamples=n_resamples,
-        metrics=tuple(metric) if metric else None,
-        busy_hosts=busy_hosts == "include",
+        threshold_pct=query.threshold_pct,
+        alpha=query.alpha,
+        lookback=query.lookback,
+        seed=query.seed,
+        n_resamples=query.n_resamples,
+        metrics=tuple(query.metric) if query.metric else None,
+        busy_hosts=query.busy_hosts == "include",
     )
 
 
@@ -77,19 +81,23 @@ def release_comparison(
     return _json(render_json(result, indent=None))
 
 
+class SidesQuery(BaseModel):
+    """The two sides of ``GET /compare``, each given one way: a release, run ids or a study."""
+
+    baseline: Line | None = Field(None, max_length=265, description="Baseline release IMAGE:TAG.")
+    contender: Line | None = Field(None, max_length=265, description="Contender release IMAGE:TAG.")
+    baseline_runs: IdText | None = Field(None, max_length=MAX_ID_LIST, description="Comma-separated run ids.")
+    contender_runs: IdText | None = Field(
+        None, max_length=MAX_ID_LIST, description="Comma-separated run ids."
+    )
+    baseline_study: DbId | None = Field(None, description="All runs of this study.")
+    contender_study: DbId | None = Field(None, description="All runs of this study.")
+
+
 @router.get("/compare", summary="Compare two releases or two sets of runs")
 def compare(
     request: Request,
-    baseline: Line | None = Query(None, max_length=265, description="Baseline release IMAGE:TAG."),
-    contender: Line | None = Query(None, max_length=265, description="Contender release IMAGE:TAG."),
-    baseline_runs: IdText | None = Query(
-        None, max_length=MAX_ID_LIST, description="Comma-separated run ids."
-    ),
-    contender_runs: IdText | None = Query(
-        None, max_length=MAX_ID_LIST, description="Comma-separated run ids."
-    ),
-    baseline_study: DbId | None = Query(None, description="All runs of this study."),
-    contender_study: DbId | None = Query(None, description="All runs of this study."),
+    query: Annotated[SidesQuery, Query()],
     options: svc.ComparisonOptions = Depends(_options),
 ) -> Response:
     """Each side is given exactly one way: a release (``baseline``/``contender``), run ids
@@ -103,14 +111,18 @@ def compare(
     """
     sides = (
         parse_side(
-            "baseline", API_FIELDS["baseline"], release=baseline, runs=baseline_runs, study=baseline_study
+            "baseline",
+            API_FIELDS["baseline"],
+            release=query.baseline,
+            runs=query.baseline_runs,
+            study=query.baseline_study,
         ),
         parse_side(
             "contender",
             API_FIELDS["contender"],
-            release=contender,
-            runs=contender_runs,
-            study=contender_study,
+            release=query.contender,
+            runs=query.contender_runs,
+            study=query.contender_study,
         ),
     )
     with database(request).read() as session:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import FileResponse
-from pydantic import StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
@@ -19,12 +19,12 @@ router = APIRouter(tags=["runs"], dependencies=[Depends(auth.read)])
 
 
 def _name(what: str) -> Any:
-    # A fresh Query per parameter: FastAPI binds the FieldInfo to one parameter name.
-    return Query(None, max_length=265, description=f"Only runs of this {what}.")
+    # A fresh Field per parameter: pydantic binds the FieldInfo to one field name.
+    return Field(None, max_length=265, description=f"Only runs of this {what}.")
 
 
 def _names(what: str) -> Any:
-    return Query(None, max_length=20, description=f"Only runs of this {what}; repeat it for any of several.")
+    return Field(None, max_length=20, description=f"Only runs of this {what}; repeat it for any of several.")
 
 
 Filter = Line | None
@@ -32,28 +32,38 @@ Filter = Line | None
 Filters = list[Annotated[Line, StringConstraints(max_length=265)]] | None
 
 
-@router.get("/runs", response_model=RunPage)
-def list_runs(
-    request: Request,
-    release: Filters = _names("release (image:tag)"),
-    variant: Filters = _names("variant"),
-    workload: Filter = _name("workload"),
-    cluster: Filter = _name("cluster"),
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
-    source: Literal["scheduled", "ci"] | None = None,
-    study_id: DbId | None = None,
-    excluded: bool | None = Query(
+class RunListQuery(BaseModel):
+    """The query of ``GET /runs``: its filters and the page asked for."""
+
+    release: Filters = _names("release (image:tag)")
+    variant: Filters = _names("variant")
+    workload: Filter = _name("workload")
+    cluster: Filter = _name("cluster")
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None
+    source: Literal["scheduled", "ci"] | None = None
+    study_id: DbId | None = None
+    excluded: bool | None = Field(
         None, description="true: only excluded runs; false: only runs analyses read"
-    ),
-    cursor: Line | None = Query(None, max_length=200, description="next_cursor of the previous page"),
-    limit: int = Query(50, ge=1, le=runs.MAX_PAGE),
-) -> Any:
+    )
+    cursor: Line | None = Field(None, max_length=200, description="next_cursor of the previous page")
+    limit: int = Field(50, ge=1, le=runs.MAX_PAGE)
+
+
+@router.get("/runs", response_model=RunPage)
+def list_runs(request: Request, query: Annotated[RunListQuery, Query()]) -> Any:
     """Runs, newest first. Filters combine; ``next_cursor`` is null on the last page."""
     filters = runs.RunFilters(
-        release, variant, workload, cluster, status, source, study_id, excluded=excluded
+        query.release,
+        query.variant,
+        query.workload,
+        query.cluster,
+        query.status,
+        query.source,
+        query.study_id,
+        excluded=query.excluded,
     )
     with database(request).read() as session:
-        items, next_cursor = runs.list_runs(session, filters, cursor=cursor, limit=limit)
+        items, next_cursor = runs.list_runs(session, filters, cursor=query.cursor, limit=query.limit)
     return {"items": items, "next_cursor": next_cursor}
 
 

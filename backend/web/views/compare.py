@@ -182,18 +182,45 @@ def _runs(
     page.b = ", ".join(result.contender.releases)
 
 
-def compare_page(
-    session: Session,
-    filters: Filters,
-    settings: Settings,
-    *,
-    a: str = "",
-    b: str = "",
-    baseline_runs: str = "",
-    contender_runs: str = "",
-    baseline_study: str = "",
-    contender_study: str = "",
-) -> ComparePage:
+@dataclass(frozen=True)
+class CompareQuery:
+    """The compare form's values, stripped: each side a release (``a``/``b``), run ids or a study
+    id; empty is not given."""
+
+    a: str = ""
+    b: str = ""
+    baseline_runs: str = ""
+    contender_runs: str = ""
+    baseline_study: str = ""
+    contender_study: str = ""
+
+    def given(self) -> bool:
+        """Whether the query says anything about any side (the page shows only its form if not)."""
+        return any_given(
+            self.a, self.b, self.baseline_runs, self.contender_runs, self.baseline_study, self.contender_study
+        )
+
+    def sides(self) -> tuple[CompareSide, CompareSide]:
+        """Both sides, parsed; a side not given exactly one way is refused (422 at its role)."""
+        return (
+            parse_side(
+                "baseline",
+                PAGE_FIELDS["baseline"],
+                release=self.a,
+                runs=self.baseline_runs,
+                study=self.baseline_study,
+            ),
+            parse_side(
+                "contender",
+                PAGE_FIELDS["contender"],
+                release=self.b,
+                runs=self.contender_runs,
+                study=self.contender_study,
+            ),
+        )
+
+
+def compare_page(session: Session, filters: Filters, settings: Settings, query: CompareQuery) -> ComparePage:
     fams = families(session, filters.platform)
     choices = [r.ref for releases in fams.values() for r in reversed(releases)]
     page = ComparePage(
@@ -201,19 +228,14 @@ def compare_page(
         filters=filters,
         options=filter_options(session),
         release_choices=choices,
-        a=a or None,
-        b=b or None,
-        baseline_runs=baseline_runs,
-        contender_runs=contender_runs,
+        a=query.a or None,
+        b=query.b or None,
+        baseline_runs=query.baseline_runs,
+        contender_runs=query.contender_runs,
     )
-    if not any_given(a, b, baseline_runs, contender_runs, baseline_study, contender_study):
+    if not query.given():
         return page
-    sides = (
-        parse_side("baseline", PAGE_FIELDS["baseline"], release=a, runs=baseline_runs, study=baseline_study),
-        parse_side(
-            "contender", PAGE_FIELDS["contender"], release=b, runs=contender_runs, study=contender_study
-        ),
-    )
+    sides = query.sides()
     if isinstance(sides[0], ReleaseSide) and isinstance(sides[1], ReleaseSide):
         _releases(session, page, settings, (sides[0], sides[1]))
     else:

@@ -20,7 +20,7 @@ from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import runs as run_service
 from ablate.backend.services.comparison import parse_run_ids
 from ablate.backend.services.errors import FieldError, NotFound, ValidationProblem
-from ablate.backend.web.links import runs_url
+from ablate.backend.web.links import RunsLink, runs_url
 
 PAGE_SIZE = run_service.MAX_PAGE
 MAX_NAMES = 20  # per repeated filter: a link names at most a handful of variants or releases
@@ -115,7 +115,7 @@ def run_list_page(session: Session, params: QueryParams) -> RunListPage:
     metric_names = sorted({m for item in items for m in item["metrics"]}, key=_metric_order)
     next_url = None
     if next_cursor:
-        next_url = runs_url(
+        link = RunsLink(
             release=filters.names("release"),
             cluster=filters.cluster if isinstance(filters.cluster, str) else None,
             workload=filters.workload if isinstance(filters.workload, str) else None,
@@ -126,6 +126,7 @@ def run_list_page(session: Session, params: QueryParams) -> RunListPage:
             excluded=filters.excluded,
             cursor=next_cursor,
         )
+        next_url = runs_url(link)
     return RunListPage(
         filters=_described(filters),
         items=items,

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from ablate.backend.db.models import StudyStatus
 from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.services import studies as study_service
-from ablate.backend.web.links import runs_url
+from ablate.backend.web.links import RunsLink, runs_url
 
 STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")
 
@@ -66,7 +66,7 @@ def _blocks(matrix: dict[str, Any], study_id: int) -> tuple[list[int], list[Matr
                 MatrixRow(
                     variant=v,
                     cells=[by_cell.get((w, v, k)) for k in repeats],
-                    runs_url=runs_url(study=study_id, workload=w, variant=v),
+                    runs_url=runs_url(RunsLink(study=study_id, workload=w, variant=v)),
                 )
                 for v in variants
             ],
@@ -95,9 +95,11 @@ def study_page(session: Session, study_id: int) -> StudyPage:
         total=total,
         done=done,
         terminal=matrix["status"] in TERMINAL_STATES,
-        runs_url=runs_url(study=study_id),
+        runs_url=runs_url(RunsLink(study=study_id)),
         status_urls={
-            s: (counts[s], runs_url(study=study_id, status=s)) for s in STATUS_ORDER if counts.get(s)
+            s: (counts[s], runs_url(RunsLink(study=study_id, status=s)))
+            for s in STATUS_ORDER
+            if counts.get(s)
         },
     )
 
