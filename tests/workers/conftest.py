@@ -1,4 +1,4 @@
-"""Fixtures of the dispatcher tests: one fresh local Ray for the whole session, studies queued
+"""Fixtures of the dispatcher tests: one fresh local Ray per test module, studies queued
 through the real services, and settings with short leases."""
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ register_runner("fake", FakeRunner)
 RAY_LABELS = {"pool": "local"}
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: a Ray left up in the process would show on pages that other tests
+# expect without one (the clusters page), in whatever order pytest-xdist hands a worker its files.
+@pytest.fixture(scope="module")
 def ray_local() -> Iterator[str]:
     """A fresh local Ray (never an address: other engineers' Ray instances share this machine)."""
     ray = pytest.importorskip("ray")
