@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from ablate.backend.analysis.environment import common_shift
+from ablate.backend.analysis.environment import common_shifts
 from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
 from ablate.backend.analysis.session import MIN_DIFFERENCES, SessionVariance, session_variances
 from ablate.backend.db.models import Release
@@ -203,27 +203,33 @@ def environment_notes(inp: DeltaInputs, sessions: Sessions) -> list[str]:
     groups: dict[tuple[str, str], list[Cell]] = defaultdict(list)
     for cell in inp.ordered_cells():
         groups[(cell[0], cell[1])].append(cell)
-    notes: list[str] = []
+    heads: list[tuple[str, int]] = []  # (what a note opens with, busy runs) of each group
+    rungs: list[list[ReleasePair]] = []
     for (cluster, workload), cells in groups.items():
         busy = sum(inp.busy_cells.get(c, 0) for c in cells)
         for metric in inp.metrics:
             var, df, _note = session_term(sessions.get((cluster, metric)), cluster, False)
-            pairs = [
-                ReleasePair(
-                    tuple(sorted(old.get(c, {}).get(metric, ()))),
-                    tuple(sorted(values.get(c, {}).get(metric, ()))),
-                    metric,
-                    inp.unit(metric),
-                    inp.directions.get(metric),
-                    var,
-                    df,
-                )
-                for c in cells
-            ]
-            shift = common_shift(pairs, threshold_pct=inp.opts.threshold_pct, alpha=inp.opts.alpha)
-            if shift.alike:
-                notes.append(_environment_note(f"{workload} on {cluster}, {metric}: {shift.reason}", busy))
-    return notes
+            rungs.append(
+                [
+                    ReleasePair(
+                        tuple(sorted(old.get(c, {}).get(metric, ()))),
+                        tuple(sorted(values.get(c, {}).get(metric, ()))),
+                        metric,
+                        inp.unit(metric),
+                        inp.directions.get(metric),
+                        var,
+                        df,
+                    )
+                    for c in cells
+                ]
+            )
+            heads.append((f"{workload} on {cluster}, {metric}", busy))
+    shifts = common_shifts(rungs, threshold_pct=inp.opts.threshold_pct, alpha=inp.opts.alpha)
+    return [
+        _environment_note(f"{head}: {shift.reason}", busy)
+        for (head, busy), shift in zip(heads, shifts, strict=True)
+        if shift.alike
+    ]
 
 
 def _environment_note(head: str, busy: int) -> str:
