@@ -25,7 +25,6 @@ from ablate.backend.analysis.stats import (
     TWO_VALUES_MAX_DF,
     WELCH_LOG_TEST,
     bh_adjust,
-    mean_sd,
 )
 
 
@@ -170,32 +169,43 @@ def _finish(
 
 def _sides_many(pairs: Sequence[WelchInput]) -> list[_Sides]:
     """Each pair's sides as log ratios to the reference's smallest value (small numbers that keep their
-    last digits, where log(x) of large or small x loses them to its magnitude; order-free), the logs of
-    the whole batch in one call."""
-    parts, bounds, fallback = [], [], {}
+    last digits, where log(x) of large or small x loses them to its magnitude; order-free), the ratios
+    and logs of the whole batch in one call each."""
+    parts, refs, sizes, bounds, fallback = [], [], [], [], {}
     at = 0
     for k, p in enumerate(pairs):
-        ref = float(p.r[0])
+        ref, nc, n = float(p.r[0]), int(p.c.size), int(p.c.size + p.r.size)
         if _ratio_safe(p.c, ref) and _ratio_safe(p.r, ref):
-            parts += [p.c / ref, p.r / ref]
-            bounds.append((at, at + p.c.size, at + p.c.size + p.r.size))
-            at += p.c.size + p.r.size
+            parts += [p.c, p.r]
+            refs.append(ref)
+            sizes.append(n)
+            bounds.append((at, at + nc, at + n))
+            at += n
         else:  # a ratio would over- or underflow: log(x) - log(ref), pair by pair
             fallback[k] = (_log_ratios(p.c, ref), _log_ratios(p.r, ref))
             bounds.append((at, at, at))
-    logs = np.log(np.concatenate(parts)).tolist() if parts else []
+    logs = np.log(np.concatenate(parts) / np.repeat(refs, sizes)).tolist() if parts else []
     out = []
     for k, (a, b, e) in enumerate(bounds):
         lc, lr = fallback[k] if k in fallback else (logs[a:b], logs[b:e])
-        mc, sc = mean_sd(lc)
-        mr, sr = mean_sd(lr)
+        mc, sc = _log_mean_sd(lc)
+        mr, sr = _log_mean_sd(lr)
         out.append((mc, 0.0 if sc < LOG_RESOLUTION else sc, mr, 0.0 if sr < LOG_RESOLUTION else sr))
     return out
 
 
+def _log_mean_sd(v: list[float]) -> tuple[float, float]:
+    """:func:`ablate.backend.analysis.stats.mean_sd` of sorted log values, the same numbers: logs of
+    floats stay below 746 in size, so its scaling against overflow never applies."""
+    if v[0] == v[-1]:
+        return v[0], 0.0
+    m = math.fsum(v) / len(v)
+    return m, math.sqrt(math.fsum([(x - m) ** 2 for x in v]) / (len(v) - 1))
+
+
 def _ratio_safe(x: np.ndarray, ref: float) -> bool:
     """Whether x / ref stays a normal float for every x of sorted ``x``: the extremes bound every ratio."""
-    return bool(x[0] >= ref * 1e-300 and x[-1] <= ref * 1e300)
+    return float(x[0]) >= ref * 1e-300 and float(x[-1]) <= ref * 1e300
 
 
 def _log_ratios(x: np.ndarray, ref: float) -> list[float]:
