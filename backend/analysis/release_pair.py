@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -224,8 +224,7 @@ def _change_pct(
     return change, lo, hi
 
 
-@dataclass(frozen=True)
-class _Judgement:
+class _Judgement(NamedTuple):  # one a comparison: a tuple is the cheapest to make
     verdict: Verdict
     indicated: Verdict | None  # direction by threshold alone
     significant: bool

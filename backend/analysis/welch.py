@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy import special
@@ -28,9 +29,10 @@ from ablate.backend.analysis.stats import (
 )
 
 
-@dataclass(frozen=True)
-class WelchLog:
-    """Welch's t on log values: log(geometric mean of c / geometric mean of r), its SE and test."""
+class WelchLog(NamedTuple):
+    """Welch's t on log values: log(geometric mean of c / geometric mean of r), its SE and test (a
+    tuple: a release makes tens of thousands, and a tuple is made in a third of a frozen dataclass's
+    time)."""
 
     log_ratio: float
     se: float
