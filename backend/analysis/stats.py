@@ -157,44 +157,54 @@ def scaled_mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(math.fsum([(v - m) ** 2 for v in scaled]) / (n - 1)) * scale
 
 
-def log_t_interval(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
+def log_t_interval(
+    arr: np.ndarray, confidence: float = 0.95, moments: tuple[float, float] | None = None
+) -> tuple[float | None, float | None]:
     """t-interval of exp(mean(log x)) for a sorted sample: the median when log-noise is symmetric.
 
     Exact under log-normal noise and within a fraction of a point of 95% under normal noise at
     CV <= 5% (benchmarks/stats_simulation.py). Non-positive values: the t-interval of the mean instead.
-    None below two values.
+    None below two values. ``moments``: :func:`sample_moments` of ``arr``, when already found.
     """
     n = int(arr.size)
     if n < 2:
         return None, None
     tcrit = t_critical(confidence, n - 1)
+    m, sd = moments or sample_moments(arr)
     if arr[0] > 0:
-        m, sd = mean_sd(np.log(arr).tolist())
         half = tcrit * sd / math.sqrt(n)
         return exp_shown(m - half), exp_shown(m + half)
-    m, sd = mean_sd(arr.tolist())
     half = tcrit * sd / math.sqrt(n)
     return finite_or_none(m - half), finite_or_none(m + half)
 
 
-def cv_upper_bound(arr: np.ndarray, confidence: float = 0.95) -> float | None:
+def cv_upper_bound(
+    arr: np.ndarray, confidence: float = 0.95, moments: tuple[float, float] | None = None
+) -> float | None:
     """One-sided upper confidence bound of the coefficient of variation of a sorted sample.
 
     (n-1) s^2 / sigma^2 is chi-square with n-1 df, so sigma <= s sqrt((n-1) / chi2_{1-c}(n-1)) with
     confidence c. On log values for positive data (then CV = sqrt(exp(sigma^2) - 1)), else on the
-    raw values over |mean|. None below two values or for a zero mean.
+    raw values over |mean|. None below two values or for a zero mean. ``moments``: as log_t_interval's.
     """
     n = int(arr.size)
     if n < 2:
         return None
     factor = math.sqrt((n - 1) / chi2_quantile(1.0 - confidence, n - 1))
+    mean, sd = moments or sample_moments(arr)
     if arr[0] > 0:
-        _, sd = mean_sd(np.log(arr).tolist())
         var = (sd * factor) ** 2
         # Past exp's range (wildly spread data) the bound is astronomically large: cap it, stay finite.
         return math.sqrt(math.expm1(var)) if var < 700 else 1e300
-    mean, sd = mean_sd(arr.tolist())
     return finite_or_none(sd * factor / abs(mean)) if mean != 0 else None
+
+
+def sample_moments(arr: np.ndarray, logs: list[float] | None = None) -> tuple[float, float]:
+    """(mean, sd) of a sorted sample of 2+ values: of its logs when all are positive (``logs``, when
+    already taken), else of the values."""
+    if arr[0] > 0:
+        return mean_sd(np.log(arr).tolist() if logs is None else logs)
+    return mean_sd(arr.tolist())
 
 
 def summarize_many(
@@ -204,8 +214,20 @@ def summarize_many(
     min_n: int = 3,
     confidence: float = 0.95,
 ) -> list[Summary]:
-    """:func:`summarize` of many samples."""
-    return [_summary(clean_values(v), noisy_cv, min_n, confidence) for v in samples]
+    """:func:`summarize` of many samples, the logs of all in one call."""
+    arrays = [clean_values(v) for v in samples]
+    logged = [a for a in arrays if a.size >= 2 and a[0] > 0]
+    logs = np.log(np.concatenate(logged)).tolist() if logged else []
+    out, at = [], 0
+    for a in arrays:
+        moments = None
+        if a.size >= 2:
+            own = None
+            if a[0] > 0:
+                own, at = logs[at : at + a.size], at + a.size
+            moments = sample_moments(a, own)
+        out.append(_summary(a, noisy_cv, min_n, confidence, moments))
+    return out
 
 
 def summarize(
@@ -221,7 +243,9 @@ def summarize(
     return summarize_many([values], noisy_cv=noisy_cv, min_n=min_n, confidence=confidence)[0]
 
 
-def _summary(arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float) -> Summary:
+def _summary(
+    arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float, moments: tuple[float, float] | None
+) -> Summary:
     n = int(arr.size)
     if n == 0:
         return Summary(0, None, None, None, None, None, None, None, None, confidence, True, ("no values",))
@@ -229,8 +253,8 @@ def _summary(arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float) ->
     values = arr.tolist()  # a handful of floats: plain Python beats numpy's per-call overhead
     mean, std = scaled_mean_sd(values)
     cv = std / abs(mean) if std is not None and mean != 0 else None
-    ci = log_t_interval(arr, confidence)
-    upper = cv_upper_bound(arr, NOISY_CONFIDENCE)
+    ci = log_t_interval(arr, confidence, moments)
+    upper = cv_upper_bound(arr, NOISY_CONFIDENCE, moments)
     reasons: list[str] = []
     if n < min_n:
         reasons.append(f"n<{min_n}")
