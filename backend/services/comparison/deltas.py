@@ -7,7 +7,6 @@ release; the between-session variance of every cluster and metric is estimated o
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -128,7 +127,7 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
     new = tuple(sorted(values.get(cell, {}).get(metric, ())))
     old = tuple(sorted(base_values.get(cell, {}).get(metric, ())))
     points = tuple(
-        HistoryPoint(ref, len(v), float(statistics.median(v)))  # a handful of values: no numpy
+        HistoryPoint(ref, len(v), _median(sorted(v)))
         for ref, hv in inp.lookback_values
         if (v := hv.get(cell, {}).get(metric))
     )
@@ -153,7 +152,7 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
         batch.pairs.append(ReleasePair(old, new, metric, unit, better, var, df, note, pool))
     if new and points:
         look = len(batch.looks)
-        median = float(statistics.median(new))
+        median = _median(new)
         batch.looks.append(LookbackRequest(median, [p.median for p in points], metric, unit, better))
     back = back_ref = None
     opts = inp.opts
@@ -167,6 +166,13 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
         batch.backs.append(ReleasePair(far, new, metric, unit, better, var, df, note, pool))
     if new or old:
         batch.rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points, back, back_ref))
+
+
+def _median(values: Sequence[float]) -> float:
+    """``statistics.median`` of sorted values, the same number without its sorting again (a handful of
+    values, once per cell, metric and lookback release: no numpy)."""
+    mid = len(values) // 2
+    return float(values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2)
 
 
 def _unknown_session_notes(inp: DeltaInputs, sessions: Sessions, rows: Sequence[_DeltaRow]) -> list[str]:
