@@ -18,8 +18,6 @@ import numpy as np
 from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
-    TWO_VALUES_LOG_TEST,
-    TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
     beyond_shown,
@@ -27,7 +25,7 @@ from ablate.backend.analysis.stats import (
     exp_shown,
     sorted_median,
 )
-from ablate.backend.analysis.welch import WelchInput, WelchLog, welch_family
+from ablate.backend.analysis.welch import WelchInput, WelchLog, capped_note, welch_family
 from ablate.backend.domain.metrics import Direction
 
 TEST_NAME = WELCH_LOG_TEST
@@ -143,8 +141,7 @@ def _comparison(
         else:
             log_ratio = sign * t.log_ratio
             log_low, log_high = sorted((sign * t.log_low, sign * t.log_high))
-            if t.method == TWO_VALUES_LOG_TEST:
-                reasons.append(TWO_VALUES_NOTE)
+            reasons += capped_note(t)
         if beyond_shown(log_ratio, log_low, log_high):
             reasons.append(CLAMPED_NOTE)
     return Comparison(

@@ -34,8 +34,6 @@ from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
     LOG_SHOWN,
-    TWO_VALUES_LOG_TEST,
-    TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
     beyond_shown,
@@ -43,7 +41,7 @@ from ablate.backend.analysis.stats import (
     finite_or_none,
     sorted_median,
 )
-from ablate.backend.analysis.welch import WelchInput, WelchLog, welch_family
+from ablate.backend.analysis.welch import WelchInput, WelchLog, capped_note, welch_family
 from ablate.backend.domain.metrics import Direction, describe_metric
 
 Verdict = Literal["improved", "regressed", "unchanged", "not testable"]
@@ -212,8 +210,7 @@ def _change_pct(
     elif t is not None:
         change = pct_of_log_ratio(t.log_ratio)
         lo, hi = pct_of_log_ratio(t.log_low), pct_of_log_ratio(t.log_high)
-        if t.method == TWO_VALUES_LOG_TEST:
-            reasons.append(TWO_VALUES_NOTE)
+        reasons += capped_note(t)
         if beyond_shown(t.log_ratio, t.log_low, t.log_high):
             reasons.append(CLAMPED_NOTE)
     elif positive:

@@ -24,6 +24,7 @@ from ablate.backend.analysis.stats import (
     MODERATED_LOG_TEST,
     TWO_VALUES_LOG_TEST,
     TWO_VALUES_MAX_DF,
+    TWO_VALUES_NOTE,
     WELCH_LOG_TEST,
     bh_adjust,
 )
@@ -86,6 +87,11 @@ def welch_log(
     below :data:`LOG_RESOLUTION` are rounding and count as none.
     """
     return welch_log_many([WelchInput(c, r, extra_var, extra_df, prior)], confidence)[0]
+
+
+def capped_note(t: WelchLog) -> list[str]:
+    """What a comparison's reasons say of its test's df cap (a side of 2 values, see welch_log)."""
+    return [TWO_VALUES_NOTE] if t.method == TWO_VALUES_LOG_TEST else []
 
 
 def welch_family(
