@@ -18,18 +18,14 @@ import numpy as np
 from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
-    TWO_VALUES_LOG_TEST,
-    TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
-    WelchLog,
     beyond_shown,
-    bh_adjust,
     clean_values,
     exp_shown,
     sorted_median,
-    welch_log,
 )
+from ablate.backend.analysis.welch import WelchInput, WelchLog, capped_note, welch_family
 from ablate.backend.domain.metrics import Direction
 
 TEST_NAME = WELCH_LOG_TEST
@@ -92,9 +88,7 @@ def compare_many(
     """:func:`compare_samples` of many pairs; with ``adjust`` their p-values are Benjamini-Hochberg
     adjusted as one family (the comparisons of one release), and ``significant`` reads q."""
     cleaned = [(clean_values(p.contender), clean_values(p.reference)) for p in pairs]
-    tests = [welch_log(c, r, confidence) for c, r in cleaned]
-    raw = [None if t is None else t.p_value for t in tests]
-    adjusted = bh_adjust(raw) if adjust else raw
+    tests, adjusted = welch_family([WelchInput(c, r) for c, r in cleaned], confidence, adjust=adjust)
     method = BH_METHOD if adjust else "none"
     return [
         _comparison(p, c, r, t, q, alpha, method)
@@ -147,8 +141,7 @@ def _comparison(
         else:
             log_ratio = sign * t.log_ratio
             log_low, log_high = sorted((sign * t.log_low, sign * t.log_high))
-            if t.method == TWO_VALUES_LOG_TEST:
-                reasons.append(TWO_VALUES_NOTE)
+            reasons += capped_note(t)
         if beyond_shown(log_ratio, log_low, log_high):
             reasons.append(CLAMPED_NOTE)
     return Comparison(

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special
 
 from ablate.backend.analysis.regression import ReleasePair
-from ablate.backend.analysis.stats import clean_values, welch_log
+from ablate.backend.analysis.stats import clean_values
+from ablate.backend.analysis.welch import WelchInput, WelchLog, welch_log_many
 from ablate.backend.domain.metrics import describe_metric
 
 COMMON_SHIFT_METHOD = (
@@ -58,7 +59,9 @@ def _welch_heterogeneity(d: Sequence[float], se: Sequence[float], df: Sequence[f
     a = float(((1.0 - w / total) ** 2 / np.asarray(df, dtype=float)).sum())
     f = float((w * (x - mean) ** 2).sum()) / (k - 1) / (1.0 + 2.0 * (k - 2) / (k * k - 1) * a)
     df2 = (k * k - 1) / (3.0 * a) if a > 0 else math.inf
-    return float(sps.f.sf(f, k - 1, df2))
+    if f <= 0:
+        return 1.0  # no spread between the rungs (scipy.stats.f.sf's value at its support's edge)
+    return float(special.fdtrc(k - 1, df2, f))  # as scipy.stats.f.sf, without its argument checks
 
 
 def common_shift(
@@ -66,20 +69,38 @@ def common_shift(
 ) -> CommonShift:
     """Whether the rungs ``pairs`` (one cluster, workload and metric; old and new values each)
     all moved alike. Raises ValueError when the pairs do not share one metric."""
-    if len({p.metric for p in pairs}) > 1:
+    return common_shifts([pairs], threshold_pct=threshold_pct, alpha=alpha)[0]
+
+
+def common_shifts(
+    groups: Sequence[Sequence[ReleasePair]], *, threshold_pct: float = 3.0, alpha: float = 0.05
+) -> list[CommonShift]:
+    """:func:`common_shift` of each group of rungs, the Welch tests of all of them in one batch."""
+    if any(len({p.metric for p in pairs}) > 1 for pairs in groups):
         raise ValueError("a common shift is judged over the rungs of one metric")
-    k = len(pairs)
-    if k < 2:
-        return CommonShift(k, False, None, None, None, f"{k} rung: nothing to move alike")
-    tests = [
-        welch_log(
-            clean_values(p.contender),
-            clean_values(p.baseline),
-            extra_var=p.session_var,
-            extra_df=p.session_df,
-        )
+    inputs = [
+        WelchInput(clean_values(p.contender), clean_values(p.baseline), p.session_var, p.session_df)
+        for pairs in groups
+        if len(pairs) >= 2
         for p in pairs
     ]
+    tests = welch_log_many(inputs)
+    out, at = [], 0
+    for pairs in groups:
+        k = len(pairs)
+        if k < 2:
+            out.append(CommonShift(k, False, None, None, None, f"{k} rung: nothing to move alike"))
+            continue
+        out.append(_judge(pairs, tests[at : at + k], threshold_pct, alpha))
+        at += k
+    return out
+
+
+def _judge(
+    pairs: Sequence[ReleasePair], tests: Sequence[WelchLog | None], threshold_pct: float, alpha: float
+) -> CommonShift:
+    """One group of ``k >= 2`` rungs, their tests done."""
+    k = len(pairs)
     if any(t is None for t in tests):
         return CommonShift(k, False, None, None, None, "a rung is not testable")
     ts = [t for t in tests if t is not None]

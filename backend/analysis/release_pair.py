@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -34,18 +34,14 @@ from ablate.backend.analysis.stats import (
     BH_METHOD,
     CLAMPED_NOTE,
     LOG_SHOWN,
-    TWO_VALUES_LOG_TEST,
-    TWO_VALUES_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
-    WelchLog,
     beyond_shown,
-    bh_adjust,
     clean_values,
     finite_or_none,
     sorted_median,
-    welch_log,
 )
+from ablate.backend.analysis.welch import WelchInput, WelchLog, capped_note, welch_family
 from ablate.backend.domain.metrics import Direction, describe_metric
 
 Verdict = Literal["improved", "regressed", "unchanged", "not testable"]
@@ -133,19 +129,11 @@ def compare_releases_many(
     shrinks each side's variance toward the one the pairs of its metric share (analysis/moderated.py)."""
     cleaned = [(clean_values(p.baseline), clean_values(p.contender)) for p in pairs]
     priors = _priors(pairs, cleaned) if moderate else {}
-    tests = [
-        welch_log(
-            c,
-            b,
-            confidence,
-            extra_var=p.session_var,
-            extra_df=p.session_df,
-            prior=priors.get((p.metric, p.pool)),
-        )
+    inputs = [
+        WelchInput(c, b, p.session_var, p.session_df, priors.get((p.metric, p.pool)))
         for p, (b, c) in zip(pairs, cleaned, strict=True)
     ]
-    raw = [None if t is None else t.p_value for t in tests]
-    adjusted = bh_adjust(raw) if adjust else raw
+    tests, adjusted = welch_family(inputs, confidence, adjust=adjust)
     rule = VerdictRule(threshold_pct, alpha, confidence, BH_METHOD if adjust else "none")
     return [
         _compare(p, sides, t, q, rule) for p, sides, t, q in zip(pairs, cleaned, tests, adjusted, strict=True)
@@ -155,13 +143,22 @@ def compare_releases_many(
 def _priors(
     pairs: Sequence[ReleasePair], cleaned: Sequence[tuple[np.ndarray, np.ndarray]]
 ) -> dict[tuple[str, str | None], Prior]:
-    """The moderation prior of each metric and pool, from every side with 2+ positive values."""
-    sides: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
+    """The moderation prior of each metric and pool, from every side with 2+ positive values: the
+    variances of the logs of all sides of one size in one array call."""
+    keys: list[tuple[str, str | None]] = []
+    by_size: dict[int, list[np.ndarray]] = {}
+    at: list[tuple[int, int]] = []  # (size, index among the sides of that size) of each side
     for p, arrays in zip(pairs, cleaned, strict=True):
         for x in arrays:
             if x.size >= 2 and x[0] > 0:
-                key = (p.metric, p.pool)
-                sides.setdefault(key, []).append((float(np.log(x).var(ddof=1)), int(x.size) - 1))
+                keys.append((p.metric, p.pool))
+                same = by_size.setdefault(int(x.size), [])
+                at.append((int(x.size), len(same)))
+                same.append(x)
+    variances = {n: np.log(np.stack(xs)).var(ddof=1, axis=1).tolist() for n, xs in by_size.items()}
+    sides: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
+    for key, (n, j) in zip(keys, at, strict=True):
+        sides.setdefault(key, []).append((variances[n][j], n - 1))
     out = {}
     for key, found in sides.items():
         prior = prior_variance(found)
@@ -213,8 +210,7 @@ def _change_pct(
     elif t is not None:
         change = pct_of_log_ratio(t.log_ratio)
         lo, hi = pct_of_log_ratio(t.log_low), pct_of_log_ratio(t.log_high)
-        if t.method == TWO_VALUES_LOG_TEST:
-            reasons.append(TWO_VALUES_NOTE)
+        reasons += capped_note(t)
         if beyond_shown(t.log_ratio, t.log_low, t.log_high):
             reasons.append(CLAMPED_NOTE)
     elif positive:
@@ -225,8 +221,7 @@ def _change_pct(
     return change, lo, hi
 
 
-@dataclass(frozen=True)
-class _Judgement:
+class _Judgement(NamedTuple):  # one a comparison: a tuple is the cheapest to make
     verdict: Verdict
     indicated: Verdict | None  # direction by threshold alone
     significant: bool

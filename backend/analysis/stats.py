@@ -27,8 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from ablate.backend.analysis.moderated import Prior, squeeze
-
 # Draws of the parametric bootstrap of contribution shares (ablation.py): the Monte-Carlo error of
 # a 2.5% tail point is sqrt(0.025 * 0.975 / 2000) = 0.35 percentage points of probability. The seed
 # stays fixed: the same data gives the same interval.
@@ -136,7 +134,7 @@ def chi2_quantile(q: float, df: float) -> float:
     return float(2.0 * special.gammaincinv(df / 2.0, q))
 
 
-def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sample std of sorted values; exactly (value, 0) when all are equal (no rounding)."""
     if values[0] == values[-1]:
         return float(values[0]), 0.0
@@ -159,44 +157,54 @@ def scaled_mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(math.fsum([(v - m) ** 2 for v in scaled]) / (n - 1)) * scale
 
 
-def log_t_interval(arr: np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None]:
+def log_t_interval(
+    arr: np.ndarray, confidence: float = 0.95, moments: tuple[float, float] | None = None
+) -> tuple[float | None, float | None]:
     """t-interval of exp(mean(log x)) for a sorted sample: the median when log-noise is symmetric.
 
     Exact under log-normal noise and within a fraction of a point of 95% under normal noise at
     CV <= 5% (benchmarks/stats_simulation.py). Non-positive values: the t-interval of the mean instead.
-    None below two values.
+    None below two values. ``moments``: :func:`sample_moments` of ``arr``, when already found.
     """
     n = int(arr.size)
     if n < 2:
         return None, None
     tcrit = t_critical(confidence, n - 1)
+    m, sd = moments or sample_moments(arr)
     if arr[0] > 0:
-        m, sd = _mean_sd(np.log(arr).tolist())
         half = tcrit * sd / math.sqrt(n)
         return exp_shown(m - half), exp_shown(m + half)
-    m, sd = _mean_sd(arr.tolist())
     half = tcrit * sd / math.sqrt(n)
     return finite_or_none(m - half), finite_or_none(m + half)
 
 
-def cv_upper_bound(arr: np.ndarray, confidence: float = 0.95) -> float | None:
+def cv_upper_bound(
+    arr: np.ndarray, confidence: float = 0.95, moments: tuple[float, float] | None = None
+) -> float | None:
     """One-sided upper confidence bound of the coefficient of variation of a sorted sample.
 
     (n-1) s^2 / sigma^2 is chi-square with n-1 df, so sigma <= s sqrt((n-1) / chi2_{1-c}(n-1)) with
     confidence c. On log values for positive data (then CV = sqrt(exp(sigma^2) - 1)), else on the
-    raw values over |mean|. None below two values or for a zero mean.
+    raw values over |mean|. None below two values or for a zero mean. ``moments``: as log_t_interval's.
     """
     n = int(arr.size)
     if n < 2:
         return None
     factor = math.sqrt((n - 1) / chi2_quantile(1.0 - confidence, n - 1))
+    mean, sd = moments or sample_moments(arr)
     if arr[0] > 0:
-        _, sd = _mean_sd(np.log(arr).tolist())
         var = (sd * factor) ** 2
         # Past exp's range (wildly spread data) the bound is astronomically large: cap it, stay finite.
         return math.sqrt(math.expm1(var)) if var < 700 else 1e300
-    mean, sd = _mean_sd(arr.tolist())
     return finite_or_none(sd * factor / abs(mean)) if mean != 0 else None
+
+
+def sample_moments(arr: np.ndarray, logs: list[float] | None = None) -> tuple[float, float]:
+    """(mean, sd) of a sorted sample of 2+ values: of its logs when all are positive (``logs``, when
+    already taken), else of the values."""
+    if arr[0] > 0:
+        return mean_sd(np.log(arr).tolist() if logs is None else logs)
+    return mean_sd(arr.tolist())
 
 
 def summarize_many(
@@ -206,8 +214,20 @@ def summarize_many(
     min_n: int = 3,
     confidence: float = 0.95,
 ) -> list[Summary]:
-    """:func:`summarize` of many samples."""
-    return [_summary(clean_values(v), noisy_cv, min_n, confidence) for v in samples]
+    """:func:`summarize` of many samples, the logs of all in one call."""
+    arrays = [clean_values(v) for v in samples]
+    logged = [a for a in arrays if a.size >= 2 and a[0] > 0]
+    logs = np.log(np.concatenate(logged)).tolist() if logged else []
+    out, at = [], 0
+    for a in arrays:
+        moments = None
+        if a.size >= 2:
+            own = None
+            if a[0] > 0:
+                own, at = logs[at : at + a.size], at + a.size
+            moments = sample_moments(a, own)
+        out.append(_summary(a, noisy_cv, min_n, confidence, moments))
+    return out
 
 
 def summarize(
@@ -223,7 +243,9 @@ def summarize(
     return summarize_many([values], noisy_cv=noisy_cv, min_n=min_n, confidence=confidence)[0]
 
 
-def _summary(arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float) -> Summary:
+def _summary(
+    arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float, moments: tuple[float, float] | None
+) -> Summary:
     n = int(arr.size)
     if n == 0:
         return Summary(0, None, None, None, None, None, None, None, None, confidence, True, ("no values",))
@@ -231,8 +253,8 @@ def _summary(arr: np.ndarray, noisy_cv: float, min_n: int, confidence: float) ->
     values = arr.tolist()  # a handful of floats: plain Python beats numpy's per-call overhead
     mean, std = scaled_mean_sd(values)
     cv = std / abs(mean) if std is not None and mean != 0 else None
-    ci = log_t_interval(arr, confidence)
-    upper = cv_upper_bound(arr, NOISY_CONFIDENCE)
+    ci = log_t_interval(arr, confidence, moments)
+    upper = cv_upper_bound(arr, NOISY_CONFIDENCE, moments)
     reasons: list[str] = []
     if n < min_n:
         reasons.append(f"n<{min_n}")
@@ -281,84 +303,6 @@ BH_METHOD = "benjamini-hochberg (false discovery rate) across the comparisons of
 # units in the last place, and a t statistic of rounding over rounding is any number (p 0.29 or
 # 0.42 for one sample scaled by 0.25, found by tests/analysis/test_regression.py). They count as 0.
 LOG_RESOLUTION = 1e-12
-
-
-@dataclass(frozen=True)
-class WelchLog:
-    """Welch's t on log values: log(geometric mean of c / geometric mean of r), its SE and test."""
-
-    log_ratio: float
-    se: float
-    df: float | None  # Welch-Satterthwaite; None when both samples have zero spread
-    p_value: float
-    log_low: float
-    log_high: float
-    method: str = WELCH_LOG_TEST
-
-
-def _log_ratios(x: np.ndarray, ref: float) -> list[float]:
-    """log(x / ref) of sorted x, or log(x) - log(ref) where a ratio would over- or underflow."""
-    ref = float(ref)
-    if x[0] >= ref * 1e-300 and x[-1] <= ref * 1e300:  # the extremes bound every ratio
-        return np.log(x / ref).tolist()
-    return (np.log(x) - math.log(ref)).tolist()
-
-
-def welch_log(
-    c: np.ndarray,
-    r: np.ndarray,
-    confidence: float = 0.95,
-    *,
-    extra_var: float = 0.0,
-    extra_df: float | None = None,
-    prior: Prior | None = None,
-) -> WelchLog | None:
-    """Welch's unequal-variance t on log values of two positive samples (>= 2 values each).
-
-    With two values on a side that side's variance has one degree of freedom, and the interval must
-    not assume the sides share a noise level: Student's pooled t covered 56-82% when the 2-value side
-    was 5x noisier, Welch-Satterthwaite 89-90%. So Welch's SE is used with its df capped at
-    :data:`TWO_VALUES_MAX_DF` (named in ``method``): 95-99.9% whatever the noise ratio (conservative
-    when the noise is equal); a 20% drop at CV 2% is found 76% of the time at 2 vs 2 (df 1: 53%).
-    ``extra_var`` is variance of the difference that the repeats cannot show (between-session
-    variance, analysis/session.py: ``2 tau^2`` for two releases measured in different sessions),
-    estimated with ``extra_df`` degrees of freedom: it is added to the SE and its term enters the
-    Satterthwaite df. ``prior`` (analysis/moderated.py) shrinks each side's variance toward the one the
-    release's cells share, on ``d0 + n - 1`` df each (no 2-value cap then: the side's noise is known).
-    None when a side has fewer than two values or a non-positive value. Zero spread on both sides
-    (deterministic metrics such as memory): the interval is the point and p is 0 for any difference
-    (1 for none), since the difference is then measured without error. Spreads and differences
-    below :data:`LOG_RESOLUTION` are rounding and count as none.
-    """
-    if c.size < 2 or r.size < 2 or c[0] <= 0 or r[0] <= 0:
-        return None
-    # Logs of the ratios to one reference value (the smallest of r: order-free) are small numbers
-    # and keep their last digits, where log(x) of large or small x loses them to its magnitude.
-    mc, sc = _mean_sd(_log_ratios(c, r[0]))
-    mr, sr = _mean_sd(_log_ratios(r, r[0]))
-    sc, sr = (0.0 if s < LOG_RESOLUTION else s for s in (sc, sr))
-    nc, nr = int(c.size), int(r.size)
-    est = mc - mr
-    dfc, dfr = float(nc - 1), float(nr - 1)
-    moderated = prior is not None and (sc > 0 or sr > 0)  # both exact (deterministic): kept exact
-    if moderated:
-        (varc, dfc), (varr, dfr) = squeeze(sc * sc, dfc, prior), squeeze(sr * sr, dfr, prior)
-        sc, sr = math.sqrt(varc), math.sqrt(varr)
-    vc, vr = sc * sc / nc, sr * sr / nr
-    extra = extra_var if extra_var > 0 else 0.0
-    se = math.sqrt(vc + vr + extra)
-    extra_term = extra * extra / extra_df if extra and extra_df else 0.0  # known exactly without a df
-    denom = vc * vc / dfc + vr * vr / dfr + extra_term
-    df: float = (vc + vr + extra) ** 2 / denom if denom > 0 else (math.inf if se > 0 else 0.0)
-    method = MODERATED_LOG_TEST if moderated else WELCH_LOG_TEST
-    if min(nc, nr) == 2 and not moderated:
-        df = min(df, TWO_VALUES_MAX_DF)
-        method = TWO_VALUES_LOG_TEST
-    if se == 0.0:
-        return WelchLog(est, 0.0, None, 0.0 if abs(est) >= LOG_RESOLUTION else 1.0, est, est, method)
-    p = t_two_sided_p(est / se, df)
-    half = t_critical(confidence, df) * se
-    return WelchLog(est, se, df, min(1.0, p), est - half, est + half, method)
 
 
 def bh_adjust(p_values: Sequence[float | None]) -> list[float | None]:

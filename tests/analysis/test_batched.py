@@ -1,14 +1,29 @@
-"""The batched numerics of a release (share intervals of every ladder, session variances of every pool)
-give exactly the numbers the one-at-a-time computation gives, on a randomized release."""
+"""The batched numerics of a release (share intervals of every ladder, session variances of every pool,
+Welch tests of every pair, moderation priors of every pool) give exactly the numbers the one-at-a-time
+computation gives, on a randomized release."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
+from scipy import special
 
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
+from ablate.backend.analysis.moderated import Prior, _digamma_half, _trigamma_half, prior_variance, squeeze
+from ablate.backend.analysis.release_pair import ReleasePair, _priors
 from ablate.backend.analysis.session import MIN_DIFFERENCES, session_variances
+from ablate.backend.analysis.stats import (
+    LOG_RESOLUTION,
+    MODERATED_LOG_TEST,
+    TWO_VALUES_LOG_TEST,
+    TWO_VALUES_MAX_DF,
+    WELCH_LOG_TEST,
+    clean_values,
+    mean_sd,
+)
+from ablate.backend.analysis.welch import WelchInput, WelchLog, welch_log_many
 
 from .helpers import N_RESAMPLES
 
@@ -102,3 +117,92 @@ def test_session_variances_of_every_pool_equal_one_session_at_a_time():
             assert got[key].tau2 == max(0.0, (d2 - w) / (2.0 * m))
         else:
             assert got[key].tau2 is None
+
+
+def _welch_one(inp: WelchInput, confidence: float = 0.95) -> WelchLog | None:
+    """Welch's t on logs of one pair, scalar calls: the computation before the batch (analysis/welch.py)."""
+    c, r = inp.c, inp.r
+    if c.size < 2 or r.size < 2 or c[0] <= 0 or r[0] <= 0:
+        return None
+    ref = float(r[0])
+
+    def ratios(x: np.ndarray) -> list[float]:
+        if x[0] >= ref * 1e-300 and x[-1] <= ref * 1e300:
+            return np.log(x / ref).tolist()
+        return (np.log(x) - math.log(ref)).tolist()
+
+    (mc, sc), (mr, sr) = mean_sd(ratios(c)), mean_sd(ratios(r))
+    sc, sr = (0.0 if s < LOG_RESOLUTION else s for s in (sc, sr))
+    nc, nr = int(c.size), int(r.size)
+    dfc, dfr = float(nc - 1), float(nr - 1)
+    moderated = inp.prior is not None and (sc > 0 or sr > 0)
+    if moderated:
+        (varc, dfc), (varr, dfr) = squeeze(sc * sc, dfc, inp.prior), squeeze(sr * sr, dfr, inp.prior)
+        sc, sr = math.sqrt(varc), math.sqrt(varr)
+    vc, vr = sc * sc / nc, sr * sr / nr
+    extra = inp.extra_var if inp.extra_var > 0 else 0.0
+    se = math.sqrt(vc + vr + extra)
+    extra_term = extra * extra / inp.extra_df if extra and inp.extra_df else 0.0
+    denom = vc * vc / dfc + vr * vr / dfr + extra_term
+    df = (vc + vr + extra) ** 2 / denom if denom > 0 else (math.inf if se > 0 else 0.0)
+    method = MODERATED_LOG_TEST if moderated else WELCH_LOG_TEST
+    if min(nc, nr) == 2 and not moderated:
+        df, method = min(df, TWO_VALUES_MAX_DF), TWO_VALUES_LOG_TEST
+    est = mc - mr
+    if se == 0.0:
+        return WelchLog(est, 0.0, None, 0.0 if abs(est) >= LOG_RESOLUTION else 1.0, est, est, method)
+    p = float(2.0 * special.stdtr(df, -abs(est / se)))
+    half = float(special.stdtrit(df, 0.5 + confidence / 2.0)) * se
+    return WelchLog(est, se, df, min(1.0, p), est - half, est + half, method)
+
+
+def _side(rng: np.random.Generator) -> np.ndarray:
+    n = int(rng.choice([0, 1, 2, 2, 3, 5, 5, 8]))
+    scale = float(rng.choice([1000.0, 1000.0, 1e-200, 1e200, 7.5]))
+    x = scale * np.exp(rng.normal(0, float(rng.choice([0.0, 1e-14, 0.02, 0.3])), n))
+    if n and rng.random() < 0.05:
+        x[0] = 0.0  # a non-positive value: not testable
+    return clean_values(x)
+
+
+def test_welch_of_a_release_equals_one_pair_at_a_time():
+    rng = np.random.default_rng(11)
+    priors = [None, Prior(4e-4, 12.0, 20), Prior(1e-6, 3.5, 10), Prior(0.09, 1e4, 40)]
+    inputs = [
+        WelchInput(
+            _side(rng),
+            _side(rng),
+            float(rng.choice([0.0, 0.0, 1e-4, 0.02])),
+            None if rng.random() < 0.3 else float(rng.uniform(1, 30)),
+            priors[int(rng.integers(0, len(priors)))],
+        )
+        for _ in range(3000)
+    ]
+    got = welch_log_many(inputs)
+    expected = [_welch_one(i) for i in inputs]
+    assert got == expected
+    assert sum(t is not None and t.method == MODERATED_LOG_TEST for t in got) > 300
+    assert sum(t is not None and t.se == 0.0 for t in got) > 10  # zero spread on both sides
+
+
+def test_priors_of_a_release_equal_one_side_at_a_time():
+    rng = np.random.default_rng(5)
+    pairs, cleaned = [], []
+    for i in range(600):
+        b, c = _side(rng), _side(rng)
+        metric = str(rng.choice(["throughput_tokens_per_s", "mfu"]))
+        pairs.append(ReleasePair(b, c, metric, pool=f"w{i % 23}"))
+        cleaned.append((b, c))
+    sides: dict[tuple[str, str | None], list[tuple[float, int]]] = {}
+    for p, arrays in zip(pairs, cleaned, strict=True):
+        for x in arrays:
+            if x.size >= 2 and x[0] > 0:
+                side = (float(np.log(x).var(ddof=1)), int(x.size) - 1)
+                sides.setdefault((p.metric, p.pool), []).append(side)
+    expected = {k: prior for k, s in sides.items() if (prior := prior_variance(s)) is not None}
+    got = _priors(pairs, cleaned)
+    assert got == expected and len(got) > 20
+    # The cached digamma and trigamma of each side's df are scipy's.
+    for d in range(1, 30):
+        assert _digamma_half(d) == special.digamma(d / 2.0)
+        assert _trigamma_half(d) == special.polygamma(1, d / 2.0)

@@ -18,8 +18,8 @@ from ablate.backend.analysis.stats import (
     cv_upper_bound,
     summarize,
     summarize_many,
-    welch_log,
 )
+from ablate.backend.analysis.welch import welch_log
 
 from .helpers import assert_no_nan
 

@@ -7,14 +7,13 @@ release; the between-session variance of every cluster and metric is estimated o
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from ablate.backend.analysis.environment import common_shift
+from ablate.backend.analysis.environment import common_shifts
 from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
 from ablate.backend.analysis.session import MIN_DIFFERENCES, SessionVariance, session_variances
 from ablate.backend.db.models import Release
@@ -128,7 +127,7 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
     new = tuple(sorted(values.get(cell, {}).get(metric, ())))
     old = tuple(sorted(base_values.get(cell, {}).get(metric, ())))
     points = tuple(
-        HistoryPoint(ref, len(v), float(statistics.median(v)))  # a handful of values: no numpy
+        HistoryPoint(ref, len(v), _median(sorted(v)))
         for ref, hv in inp.lookback_values
         if (v := hv.get(cell, {}).get(metric))
     )
@@ -153,7 +152,7 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
         batch.pairs.append(ReleasePair(old, new, metric, unit, better, var, df, note, pool))
     if new and points:
         look = len(batch.looks)
-        median = float(statistics.median(new))
+        median = _median(new)
         batch.looks.append(LookbackRequest(median, [p.median for p in points], metric, unit, better))
     back = back_ref = None
     opts = inp.opts
@@ -167,6 +166,13 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
         batch.backs.append(ReleasePair(far, new, metric, unit, better, var, df, note, pool))
     if new or old:
         batch.rows.append(_DeltaRow(cell, metric, unit, status, pair, look, points, back, back_ref))
+
+
+def _median(values: Sequence[float]) -> float:
+    """``statistics.median`` of sorted values, the same number without its sorting again (a handful of
+    values, once per cell, metric and lookback release: no numpy)."""
+    mid = len(values) // 2
+    return float(values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2)
 
 
 def _unknown_session_notes(inp: DeltaInputs, sessions: Sessions, rows: Sequence[_DeltaRow]) -> list[str]:
@@ -203,27 +209,33 @@ def environment_notes(inp: DeltaInputs, sessions: Sessions) -> list[str]:
     groups: dict[tuple[str, str], list[Cell]] = defaultdict(list)
     for cell in inp.ordered_cells():
         groups[(cell[0], cell[1])].append(cell)
-    notes: list[str] = []
+    heads: list[tuple[str, int]] = []  # (what a note opens with, busy runs) of each group
+    rungs: list[list[ReleasePair]] = []
     for (cluster, workload), cells in groups.items():
         busy = sum(inp.busy_cells.get(c, 0) for c in cells)
         for metric in inp.metrics:
             var, df, _note = session_term(sessions.get((cluster, metric)), cluster, False)
-            pairs = [
-                ReleasePair(
-                    tuple(sorted(old.get(c, {}).get(metric, ()))),
-                    tuple(sorted(values.get(c, {}).get(metric, ()))),
-                    metric,
-                    inp.unit(metric),
-                    inp.directions.get(metric),
-                    var,
-                    df,
-                )
-                for c in cells
-            ]
-            shift = common_shift(pairs, threshold_pct=inp.opts.threshold_pct, alpha=inp.opts.alpha)
-            if shift.alike:
-                notes.append(_environment_note(f"{workload} on {cluster}, {metric}: {shift.reason}", busy))
-    return notes
+            rungs.append(
+                [
+                    ReleasePair(
+                        tuple(sorted(old.get(c, {}).get(metric, ()))),
+                        tuple(sorted(values.get(c, {}).get(metric, ()))),
+                        metric,
+                        inp.unit(metric),
+                        inp.directions.get(metric),
+                        var,
+                        df,
+                    )
+                    for c in cells
+                ]
+            )
+            heads.append((f"{workload} on {cluster}, {metric}", busy))
+    shifts = common_shifts(rungs, threshold_pct=inp.opts.threshold_pct, alpha=inp.opts.alpha)
+    return [
+        _environment_note(f"{head}: {shift.reason}", busy)
+        for (head, busy), shift in zip(heads, shifts, strict=True)
+        if shift.alike
+    ]
 
 
 def _environment_note(head: str, busy: int) -> str:
