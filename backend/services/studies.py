@@ -284,6 +284,23 @@ def list_studies(session: Session, *, limit: int = 100) -> list[Study]:
     return list(session.scalars(select(Study).order_by(Study.id.desc()).limit(limit)))
 
 
+def _study_key(study: Study) -> dict[str, Any]:
+    """What a study is, first in each of its views (the list's and the detail's)."""
+    return {
+        "id": study.id,
+        "name": study.name,
+        "status": study.status,
+        "release": study.release.ref,
+        "cluster": study.cluster.name,
+        "repeats": study.repeats,
+    }
+
+
+def study_summary(study: Study) -> dict[str, Any]:
+    """A study as the lists show it: ``GET /studies`` and the dashboard's studies and home pages."""
+    return {**_study_key(study), "created_at": study.created_at, "finished_at": study.finished_at}
+
+
 def study_matrix(session: Session, study: Study) -> dict[str, Any]:
     """The study with its runs in queue order: what the study page and ``GET /studies/{id}`` show."""
     rows = session.execute(
@@ -319,12 +336,7 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
     ]
     plan = study.plan or {}
     return {
-        "id": study.id,
-        "name": study.name,
-        "status": study.status,
-        "release": study.release.ref,
-        "cluster": study.cluster.name,
-        "repeats": study.repeats,
+        **_study_key(study),
         "order_seed": study.order_seed,
         "variants": _plan_names(plan.get("variants"), runs, "variant"),
         "workloads": _plan_names(plan.get("workloads"), runs, "workload"),

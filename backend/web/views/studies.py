@@ -129,14 +129,7 @@ def study_items(session: Session, *, limit: int = 100, active_only: bool = False
         status = shown_status(study.status, counts)
         items.append(
             StudyListItem(
-                id=study.id,
-                name=study.name,
-                status=status,
-                release=study.release.ref,
-                cluster=study.cluster.name,
-                repeats=study.repeats,
-                created_at=study.created_at,
-                finished_at=study.finished_at,
+                **{**study_service.study_summary(study), "status": status},
                 counts={s: counts[s] for s in STATUS_ORDER if counts.get(s)},
                 total=total,
                 done=sum(n for s, n in counts.items() if s in TERMINAL_STATES),
