@@ -25,7 +25,6 @@ from ablate.backend.db.models import (
     Cluster,
     Release,
     Run,
-    RunSource,
     RunStatus,
     Study,
     StudyStatus,
@@ -37,6 +36,7 @@ from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import adaptive, catalog, dispatchers
 from ablate.backend.services.errors import NotFound, ValidationProblem
+from ablate.backend.services.run_queue import queue_runs
 from ablate.backend.services.sweeps import check_ckpt_layers
 from ablate.backend.services.webhooks import events as webhook_events
 
@@ -110,27 +110,11 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
     session.flush()
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _QUEUE_LOCK})
-    base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1
     cells = interleaved_cells(len(variants), len(workloads), plan.first_rounds, seed)
     queue = _with_baseline(cells, release, baseline, seed)
-    session.add_all(
-        Run(
-            study_id=study.id,
-            release_id=side.id,
-            cluster_id=cluster.id,
-            variant_id=variants[v].id,
-            workload_id=workloads[w].id,
-            repeat=repeat,
-            status=RunStatus.queued.value,
-            source=RunSource.scheduled.value,
-            attempt=1,
-            queue_order=base + n,
-            provenance={},
-            environment={},
-        )
-        for n, (v, w, repeat, side) in enumerate(queue)
+    queue_runs(
+        session, study, ((side.id, variants[v].id, workloads[w].id, repeat) for v, w, repeat, side in queue)
     )
-    session.flush()
     return study
 
 
