@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import StudyStatus
 from ablate.backend.domain.states import TERMINAL_STATES
+from ablate.backend.schemas.studies import StudySummaryOut
 from ablate.backend.services import studies as study_service
 from ablate.backend.web.links import RunsLink, runs_url
 
@@ -104,16 +105,10 @@ def study_page(session: Session, study_id: int) -> StudyPage:
     )
 
 
-@dataclass
-class StudyListItem:
-    id: int
-    name: str
-    status: str
-    release: str
-    cluster: str
-    repeats: int
-    created_at: Any
-    finished_at: Any
+class StudyListItem(StudySummaryOut):
+    """A study in the dashboard's lists: what ``GET /studies`` gives (its status as the page shows it),
+    and its runs counted."""
+
     counts: dict[str, int]
     total: int
     done: int
