@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -13,6 +14,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("ablate", appauthor=False))
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """A wait between attempts that doubles from ``first_s`` up to ``max_s``: one rule for a run's
+    retries and a webhook's deliveries, each with its own pair of settings."""
+
+    first_s: float
+    max_s: float
+
+    def delay_s(self, attempt: int) -> float:
+        """The wait after failed attempt ``attempt`` (1-based), before the next one."""
+        return min(self.max_s, self.first_s * 2.0 ** max(0, attempt - 1))
 
 
 class Settings(BaseSettings):
@@ -208,6 +222,16 @@ class Settings(BaseSettings):
                 f"({self.webhook_timeout_s:g})"
             )
         return self
+
+    @property
+    def retry_backoff(self) -> BackoffPolicy:
+        """Between attempts of a run that failed for infrastructure reasons."""
+        return BackoffPolicy(self.retry_backoff_s, self.retry_backoff_max_s)
+
+    @property
+    def webhook_backoff(self) -> BackoffPolicy:
+        """Between attempts of one webhook delivery."""
+        return BackoffPolicy(self.webhook_backoff_s, self.webhook_max_backoff_s)
 
     @property
     def resolved_database_url(self) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ import httpx
 import numpy as np
 import psycopg
 from _db import conninfo, fresh_database, median_paired_ratio
+from _serve import free_port, wait_ready
 
 from ablate.backend.db.database import Database
 from ablate.backend.db.series_codec import pack
@@ -54,9 +54,7 @@ RELEASE = "training-nv-pytorch:25.12"
 def server(url: str, workers: int = 1) -> Iterator[str]:
     """``ablate serve`` in its own process, so client and server do not share one GIL; with
     ``workers`` > 1, ``uvicorn --workers`` on the app factory (the deployment's several API processes)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "ABLATE_DATABASE_URL": url, "ABLATE_PORT": str(port), "ABLATE_LOG_LEVEL": "warning"}
     if workers == 1:
         command = [ABLATE, "serve", "--no-dispatcher"]
@@ -68,19 +66,9 @@ def server(url: str, workers: int = 1) -> Iterator[str]:
     started = count_startups(proc)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                # Every worker must be up: one that is still importing would leave its share of the
-                # connections to the others and the clock would count its start-up.
-                ready = httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-                if ready and (workers == 1 or started() >= workers):
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("server did not start")
-            time.sleep(0.1)
+        # Every worker must be up: one that is still importing would leave its share of the
+        # connections to the others and the clock would count its start-up.
+        wait_ready(proc, base, 120, lambda: workers == 1 or started() >= workers)
         yield base
     finally:
         proc.terminate()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import httpx
 import numpy as np
 import psutil
 from _db import fresh_database
+from _serve import free_port, wait_ready
 
 from ablate.backend.db.database import Database
 from ablate.backend.schemas.catalog import ClusterDef, ReleaseCreate, VariantDef, WorkloadDef
@@ -43,9 +43,7 @@ MIB = 1024 * 1024
 
 @contextmanager
 def server(url: str, max_body: int) -> Iterator[tuple[str, psutil.Process]]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {
         **os.environ,
         "ABLATE_DATABASE_URL": url,
@@ -56,16 +54,7 @@ def server(url: str, max_body: int) -> Iterator[tuple[str, psutil.Process]]:
     proc = subprocess.Popen([ABLATE, "serve", "--no-dispatcher"], env=env, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("server did not start")
-            time.sleep(0.1)
+        wait_ready(proc, base, 60)
         yield base, psutil.Process(proc.pid)
     finally:
         proc.terminate()

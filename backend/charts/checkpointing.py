@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
@@ -64,43 +65,72 @@ def _chosen_line(result: CheckpointingAdvice) -> list[dict[str, object]]:
     ]
 
 
+# How a value reads in a trace's hover: peak memory, or throughput against k = 0.
+MEMORY_VALUE = "%{y:.3g} GiB"
+RATIO_VALUE = "%{y:.3f} of k=0"
+
+
+def _predicted(xs: list[int], ys: list[float], name: str, value: str) -> dict[str, object]:
+    """The prediction over k, as a line."""
+    return {
+        "type": "scatter",
+        "x": xs,
+        "y": ys,
+        "mode": "lines",
+        "line": {"color": LINE, "width": 2},
+        "name": name,
+        "hovertemplate": f"k=%{{x}}: {value}<extra>predicted</extra>",
+    }
+
+
+def _measured(points: Sequence[tuple[int, float | None, str]], value: str) -> dict[str, object]:
+    """The measured runs, (k, value, label) each, as points."""
+    return {
+        "type": "scatter",
+        "x": [p[0] for p in points],
+        "y": [p[1] for p in points],
+        "mode": "markers",
+        "marker": {"color": POINTS, "size": 9, "line": {"width": 1, "color": "#fff"}},
+        "name": "measured runs",
+        "text": plain_all(p[2] for p in points),
+        "hovertemplate": f"%{{text}}<br>k=%{{x}}: {value}<extra></extra>",
+    }
+
+
+def _layout(result: CheckpointingAdvice, y_title: dict[str, str], **y_axis: str) -> dict[str, object]:
+    n_layers = result.advice.n_layers
+    return {
+        "xaxis": {"title": {"text": f"Checkpointed layers k (of {n_layers})"}, "dtick": _dtick(n_layers)},
+        "yaxis": {"title": y_title, **y_axis},
+        "shapes": _chosen_line(result),
+    }
+
+
+def _title(result: CheckpointingAdvice, what: str) -> str:
+    return chart_title(what, release=result.release, cluster=result.cluster, extra=result.workload)
+
+
 def memory_vs_k(result: CheckpointingAdvice) -> go.Figure:
     a = result.advice
     level = f"{a.level:.0%}"
-    title = chart_title(
-        "Peak memory vs checkpointed layers",
-        release=result.release,
-        cluster=result.cluster,
-        extra=result.workload,
-    )
+    title = _title(result, "Peak memory vs checkpointed layers")
     xs = [row.ckpt_layers for row in a.table]
     traces: list[dict[str, object]] = _band(
         xs, [r.low_gib for r in a.table], [r.high_gib for r in a.table], f"{level} prediction interval"
     )
     traces.append(
-        {
-            "type": "scatter",
-            "x": xs,
-            "y": [r.peak_memory_gib for r in a.table],
-            "mode": "lines",
-            "line": {"color": LINE, "width": 2},
-            "name": plain(f"predicted ({a.basis})"),
-            "hovertemplate": "k=%{x}: %{y:.3g} GiB<extra>predicted</extra>",
-        }
+        _predicted(xs, [r.peak_memory_gib for r in a.table], plain(f"predicted ({a.basis})"), MEMORY_VALUE)
     )
     measured = [r for r in result.runs if r.peak_memory_gib is not None]
     if measured:
         traces.append(
-            {
-                "type": "scatter",
-                "x": [r.ckpt_layers for r in measured],
-                "y": [r.peak_memory_gib for r in measured],
-                "mode": "markers",
-                "marker": {"color": POINTS, "size": 9, "line": {"width": 1, "color": "#fff"}},
-                "name": "measured runs",
-                "text": plain_all(f"run {r.id}, {r.release}, {r.variant}" for r in measured),
-                "hovertemplate": "%{text}<br>k=%{x}: %{y:.3g} GiB<extra></extra>",
-            }
+            _measured(
+                [
+                    (r.ckpt_layers, r.peak_memory_gib, f"run {r.id}, {r.release}, {r.variant}")
+                    for r in measured
+                ],
+                MEMORY_VALUE,
+            )
         )
     traces.append(
         {
@@ -112,12 +142,9 @@ def memory_vs_k(result: CheckpointingAdvice) -> go.Figure:
             "name": f"budget {a.memory_budget_gib:.4g} GiB ({a.device_memory_gib:.4g} x {a.utilisation:g})",
         }
     )
-    layout = {
-        "xaxis": {"title": {"text": f"Checkpointed layers k (of {a.n_layers})"}, "dtick": _dtick(a.n_layers)},
-        "yaxis": {"title": {"text": "Peak memory (GiB)"}, "rangemode": "tozero"},
-        "shapes": _chosen_line(result),
-    }
-    return build_figure(traces, title, layout=layout)
+    return build_figure(
+        traces, title, layout=_layout(result, {"text": "Peak memory (GiB)"}, rangemode="tozero")
+    )
 
 
 def measured_ratios(result: CheckpointingAdvice) -> list[tuple[int, float, str]]:
@@ -137,12 +164,7 @@ def measured_ratios(result: CheckpointingAdvice) -> list[tuple[int, float, str]]
 
 def throughput_vs_k(result: CheckpointingAdvice) -> go.Figure:
     a = result.advice
-    title = chart_title(
-        "Throughput vs checkpointed layers",
-        release=result.release,
-        cluster=result.cluster,
-        extra=result.workload,
-    )
+    title = _title(result, "Throughput vs checkpointed layers")
     xs = [row.ckpt_layers for row in a.table]
     traces: list[dict[str, object]] = _band(
         xs,
@@ -150,37 +172,11 @@ def throughput_vs_k(result: CheckpointingAdvice) -> go.Figure:
         [r.throughput_ratio_high for r in a.table],
         f"{a.level:.0%} interval of the ratio",
     )
-    traces.append(
-        {
-            "type": "scatter",
-            "x": xs,
-            "y": [r.throughput_ratio for r in a.table],
-            "mode": "lines",
-            "line": {"color": LINE, "width": 2},
-            "name": "predicted",
-            "hovertemplate": "k=%{x}: %{y:.3f} of k=0<extra>predicted</extra>",
-        }
-    )
+    traces.append(_predicted(xs, [r.throughput_ratio for r in a.table], "predicted", RATIO_VALUE))
     points = measured_ratios(result)
     if points:
-        traces.append(
-            {
-                "type": "scatter",
-                "x": [p[0] for p in points],
-                "y": [p[1] for p in points],
-                "mode": "markers",
-                "marker": {"color": POINTS, "size": 9, "line": {"width": 1, "color": "#fff"}},
-                "name": "measured runs",
-                "text": plain_all(p[2] for p in points),
-                "hovertemplate": "%{text}<br>k=%{x}: %{y:.3f} of k=0<extra></extra>",
-            }
-        )
-    layout = {
-        "xaxis": {"title": {"text": f"Checkpointed layers k (of {a.n_layers})"}, "dtick": _dtick(a.n_layers)},
-        "yaxis": {"title": {"text": "Throughput relative to k = 0"}},
-        "shapes": _chosen_line(result),
-    }
-    return build_figure(traces, title, layout=layout)
+        traces.append(_measured(points, RATIO_VALUE))
+    return build_figure(traces, title, layout=_layout(result, {"text": "Throughput relative to k = 0"}))
 
 
 def _dtick(n_layers: int) -> int:

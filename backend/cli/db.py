@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
+from sqlalchemy import Engine
 
 from ablate.backend.cli.common import App, console, open_database
 from ablate.backend.db import migrate
@@ -13,16 +16,21 @@ app = App(help="Database schema: upgrade, downgrade, current.", no_args_is_help=
 URL = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL or the embedded SQLite).")
 
 
+def _move(step: Callable[[Engine, str], None], revision: str, url: str | None) -> None:
+    """Migrate up or down to ``revision`` and say where the database now is."""
+    database = open_database(url)
+    check_connection(database.engine)
+    step(database.engine, revision)
+    console.print(f"database at {migrate.current_revision(database.engine) or 'base'}")
+
+
 @app.command()
 def upgrade(
     revision: str = typer.Argument("head", help="Target revision (default: the newest)."),
     url: str | None = URL,
 ) -> None:
     """Apply migrations up to REVISION."""
-    database = open_database(url)
-    check_connection(database.engine)
-    migrate.upgrade(database.engine, revision)
-    console.print(f"database at {migrate.current_revision(database.engine) or 'base'}")
+    _move(migrate.upgrade, revision, url)
 
 
 @app.command()
@@ -31,10 +39,7 @@ def downgrade(
     url: str | None = URL,
 ) -> None:
     """Revert migrations down to REVISION."""
-    database = open_database(url)
-    check_connection(database.engine)
-    migrate.downgrade(database.engine, revision)
-    console.print(f"database at {migrate.current_revision(database.engine) or 'base'}")
+    _move(migrate.downgrade, revision, url)
 
 
 @app.command()

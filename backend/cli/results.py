@@ -19,6 +19,7 @@ import typer
 
 from ablate.backend.cli.common import App, console, fail
 from ablate.backend.cli.http import auth_headers, describe_problem, server_url
+from ablate.backend.config import BackoffPolicy
 from ablate.backend.errors import AblateError
 
 app = App(help="Results from CI: submit result files to a server.", no_args_is_help=True)
@@ -71,7 +72,7 @@ def post_with_retries(
         else:
             if response.status_code not in RETRYABLE:
                 return response
-        pause = min(backoff_s * 2**attempt, 30.0)
+        pause = BackoffPolicy(backoff_s, 30.0).delay_s(attempt + 1)
         if deadline is not None:
             pause = min(pause, deadline - time.monotonic())
         if attempt >= retries or (deadline is not None and pause <= 0):

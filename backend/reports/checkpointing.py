@@ -12,24 +12,17 @@ from markupsafe import Markup
 from ablate.backend import charts
 from ablate.backend.charts.checkpointing import memory_vs_k, throughput_vs_k
 from ablate.backend.domain.formatting import MEDIAN_DIGITS, interval, num, num_ci, ratio_ci
-from ablate.backend.reports.tables import NA, Table, anchor
+from ablate.backend.reports.tables import NA, Chart, Table, anchor
 from ablate.backend.services.advice import CheckpointingAdvice, ReleaseAdvice
 
 TITLE = "Activation checkpointing advice"
 
 
 @dataclass(frozen=True)
-class AdvisorChart:
-    div_id: str
-    title: str
-    html: Markup
-
-
-@dataclass(frozen=True)
 class AdvisorSection:
     summary: Table
     tables: tuple[Table, ...]
-    charts: tuple[AdvisorChart, ...]
+    charts: tuple[Chart, ...]
     not_advised: tuple[str, ...]
 
 
@@ -104,7 +97,7 @@ def advisor_section(advice: ReleaseAdvice | None, *, with_charts: bool = True) -
             for kind, fig in (("memory", memory_vs_k(item)), ("throughput", throughput_vs_k(item))):
                 div = f"advisor-{i}-{kind}"
                 title = unescape(fig.layout.title.text or div)  # the chart's title is plotly plain text
-                figures.append(AdvisorChart(div, title, Markup(charts.figure_to_div(fig, div))))
+                figures.append(Chart(div, title, Markup(charts.figure_to_div(fig, div))))
     return AdvisorSection(
         summary=summary_table(advice),
         tables=tuple(k_table(item) for item in advice.items),

@@ -90,32 +90,22 @@ def rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
 
 
 def _run_rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:
+    # A row per metric of a run, or one without a metric for a run that has none (columns come from COLUMNS).
     for r in c.runs:
+        run: dict[str, object] = {
+            "section": "run",
+            "release": r.release,
+            "cluster": r.cluster,
+            "workload": r.workload,
+            "variant": r.variant,
+            "run_id": r.run_id,
+            "repeat": r.repeat,
+            "status": r.status,
+        }
         if not r.metrics:
-            yield {
-                "section": "run",
-                "release": r.release,
-                "cluster": r.cluster,
-                "workload": r.workload,
-                "variant": r.variant,
-                "run_id": r.run_id,
-                "repeat": r.repeat,
-                "status": r.status,
-            }
+            yield run
         for name, (value, unit) in r.metrics.items():
-            yield {
-                "section": "run",
-                "release": r.release,
-                "cluster": r.cluster,
-                "workload": r.workload,
-                "variant": r.variant,
-                "metric": name,
-                "unit": unit,
-                "run_id": r.run_id,
-                "repeat": r.repeat,
-                "status": r.status,
-                "value": value,
-            }
+            yield {**run, "metric": name, "unit": unit, "value": value}
 
 
 def _summary_rows(c: ReleaseComparison) -> Iterable[dict[str, object]]:

@@ -25,18 +25,12 @@ from ablate.backend.domain.csp import content_security_policy, script_hash
 from ablate.backend.reports import tables as t
 from ablate.backend.reports.checkpointing import advisor_section
 from ablate.backend.reports.markdown import adaptive_lines
+from ablate.backend.reports.tables import Chart
 from ablate.backend.services.advice import ReleaseAdvice
 from ablate.backend.services.comparison import ReleaseComparison
 from ablate.backend.services.history import ReleaseHistories
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-
-
-@dataclass(frozen=True)
-class Chart:
-    div_id: str
-    title: str
-    html: Markup
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from ablate.backend.schemas.common import Out
 from ablate.backend.schemas.hygiene import AuditOut
 
 
-class RunItem(Out):
+class _RunKey(Out):
+    """What a run is: the fields every view of one run starts with."""
+
     id: int
     study_id: int | None
     release: str
@@ -20,6 +22,11 @@ class RunItem(Out):
     status: str
     source: str
     attempt: int
+
+
+class _RunProgress(Out):
+    """Where a run stands, after its key (and, on the detail, its place in the queue)."""
+
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -27,6 +34,11 @@ class RunItem(Out):
     total_steps: int | None
     progress: float | None
     latest_throughput: float | None
+
+
+# Bases in this order put their fields in the answer key first, then progress (pydantic reads the
+# reversed MRO), as the JSON has always listed them.
+class RunItem(_RunProgress, _RunKey):
     metrics: dict[str, float]
     excluded_at: datetime | None = None  # set: left out of every analysis, for exclusion_reason
     exclusion_reason: str | None = None
@@ -51,25 +63,11 @@ class SeriesSummary(Out):
     last: float | None
 
 
-class RunDetail(Out):
-    id: int
-    study_id: int | None
-    release: str
-    variant: str
-    workload: str
-    cluster: str
-    repeat: int
-    status: str
-    source: str
-    attempt: int
+class _QueuedRunKey(_RunKey):
     queue_order: int
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    current_step: int | None
-    total_steps: int | None
-    progress: float | None
-    latest_throughput: float | None
+
+
+class RunDetail(_RunProgress, _QueuedRunKey):
     metrics: list[MetricOut]
     series: list[SeriesSummary]
     provenance: dict[str, Any]

@@ -141,13 +141,18 @@ class StudyRunOut(Out):
     exclusion_reason: str | None = None
 
 
-class StudyOut(Out):
+class _StudyKey(Out):
+    """What a study is, first in both its views."""
+
     id: int
     name: str
     status: str
     release: str
     cluster: str
     repeats: int
+
+
+class StudyOut(_StudyKey):
     order_seed: int
     variants: list[str]
     workloads: list[str]
@@ -166,12 +171,6 @@ class StudyOut(Out):
     adaptive: dict[str, Any] | None = None
 
 
-class StudySummaryOut(Out):
-    id: int
-    name: str
-    status: str
-    release: str
-    cluster: str
-    repeats: int
+class StudySummaryOut(_StudyKey):
     created_at: datetime
     finished_at: datetime | None

@@ -20,7 +20,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from ablate.backend.analysis.sequential import INCONCLUSIVE, Look, SequentialDesign, look, study_prior
-from ablate.backend.db.models import Run, RunMetric, RunSource, RunStatus, Study, Variant, Workload
+from ablate.backend.db.models import Run, RunMetric, RunStatus, Study, Variant, Workload
+from ablate.backend.services.run_queue import queue_runs
 
 # The metric the verdicts are decided on: the headline of every report.
 ADAPTIVE_METRIC = "throughput_tokens_per_s"
@@ -238,27 +239,11 @@ def _queue(
     order = list(needed)
     rng.shuffle(order)
     order.sort(key=lambda s: s[2])  # each workload's rungs adjacent in time (stable: shuffled within)
-    base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1  # under advance()'s lock
-    for n, (release_id, variant, workload) in enumerate(order):
-        key = (release_id, variant_ids[variant], workload_ids[workload])
-        session.add(
-            Run(
-                study_id=study.id,
-                release_id=release_id,
-                cluster_id=study.cluster_id,
-                variant_id=key[1],
-                workload_id=key[2],
-                repeat=next_repeat.get(key, 0),
-                status=RunStatus.queued.value,
-                source=RunSource.scheduled.value,
-                attempt=1,
-                queue_order=base + n,
-                provenance={},
-                environment={},
-            )
-        )
-    session.flush()
-    return len(order)
+    keys = (
+        (release_id, variant_ids[variant], workload_ids[workload]) for release_id, variant, workload in order
+    )
+    # Under advance()'s lock.
+    return queue_runs(session, study, ((*key, next_repeat.get(key, 0)) for key in keys))
 
 
 def summary(session: Session, study: Study) -> dict[str, Any] | None:

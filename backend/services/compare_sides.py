@@ -11,6 +11,7 @@ fault, which the API answers as problem+json and the dashboard as an error page.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -141,6 +142,23 @@ def parse_side(
         return RunsSide(tuple(parse_run_ids(runs.strip(), fields.runs)), fields.runs)
     assert study is not None
     return StudySide(_study_id(study, fields.study), fields.study)
+
+
+def parse_sides(
+    fields: Mapping[Role, SideFields], values: Mapping[str, str | int | None]
+) -> tuple[CompareSide, CompareSide]:
+    """Both sides from a query's ``values`` by parameter name, ``fields`` naming each side's
+    parameters (the API's or the page's); the baseline is checked first."""
+
+    def text(name: str) -> str | None:
+        value = values.get(name)
+        return None if value is None else str(value)
+
+    baseline, contender = (
+        parse_side(role, f, release=text(f.release), runs=text(f.runs), study=values.get(f.study))
+        for role, f in ((role, fields[role]) for role in ROLES)
+    )
+    return baseline, contender
 
 
 def side_run_ids(session: Session, side: CompareSide) -> list[int]:

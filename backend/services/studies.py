@@ -25,7 +25,6 @@ from ablate.backend.db.models import (
     Cluster,
     Release,
     Run,
-    RunSource,
     RunStatus,
     Study,
     StudyStatus,
@@ -37,6 +36,7 @@ from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import adaptive, catalog, dispatchers
 from ablate.backend.services.errors import NotFound, ValidationProblem
+from ablate.backend.services.run_queue import queue_runs
 from ablate.backend.services.sweeps import check_ckpt_layers
 from ablate.backend.services.webhooks import events as webhook_events
 
@@ -110,27 +110,11 @@ def create_study(session: Session, plan: StudyPlan) -> Study:
     session.flush()
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _QUEUE_LOCK})
-    base = (session.scalar(select(func.max(Run.queue_order))) or 0) + 1
     cells = interleaved_cells(len(variants), len(workloads), plan.first_rounds, seed)
     queue = _with_baseline(cells, release, baseline, seed)
-    session.add_all(
-        Run(
-            study_id=study.id,
-            release_id=side.id,
-            cluster_id=cluster.id,
-            variant_id=variants[v].id,
-            workload_id=workloads[w].id,
-            repeat=repeat,
-            status=RunStatus.queued.value,
-            source=RunSource.scheduled.value,
-            attempt=1,
-            queue_order=base + n,
-            provenance={},
-            environment={},
-        )
-        for n, (v, w, repeat, side) in enumerate(queue)
+    queue_runs(
+        session, study, ((side.id, variants[v].id, workloads[w].id, repeat) for v, w, repeat, side in queue)
     )
-    session.flush()
     return study
 
 
@@ -284,6 +268,23 @@ def list_studies(session: Session, *, limit: int = 100) -> list[Study]:
     return list(session.scalars(select(Study).order_by(Study.id.desc()).limit(limit)))
 
 
+def _study_key(study: Study) -> dict[str, Any]:
+    """What a study is, first in each of its views (the list's and the detail's)."""
+    return {
+        "id": study.id,
+        "name": study.name,
+        "status": study.status,
+        "release": study.release.ref,
+        "cluster": study.cluster.name,
+        "repeats": study.repeats,
+    }
+
+
+def study_summary(study: Study) -> dict[str, Any]:
+    """A study as the lists show it: ``GET /studies`` and the dashboard's studies and home pages."""
+    return {**_study_key(study), "created_at": study.created_at, "finished_at": study.finished_at}
+
+
 def study_matrix(session: Session, study: Study) -> dict[str, Any]:
     """The study with its runs in queue order: what the study page and ``GET /studies/{id}`` show."""
     rows = session.execute(
@@ -319,12 +320,7 @@ def study_matrix(session: Session, study: Study) -> dict[str, Any]:
     ]
     plan = study.plan or {}
     return {
-        "id": study.id,
-        "name": study.name,
-        "status": study.status,
-        "release": study.release.ref,
-        "cluster": study.cluster.name,
-        "repeats": study.repeats,
+        **_study_key(study),
         "order_seed": study.order_seed,
         "variants": _plan_names(plan.get("variants"), runs, "variant"),
         "workloads": _plan_names(plan.get("workloads"), runs, "workload"),

@@ -16,10 +16,13 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from ablate.backend.config import BackoffPolicy
+
 log = logging.getLogger(__name__)
 
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
+_BACKOFF = BackoffPolicy(FIRST_BACKOFF_S, MAX_BACKOFF_S)
 
 State = Literal["running", "restarting", "stopped"]
 
@@ -94,20 +97,21 @@ class SupervisedLoop:
                 self._error_at = time.monotonic()
 
     def _supervise(self) -> None:
-        delay = FIRST_BACKOFF_S
+        failures = 0  # in a row: the backoff starts again once a pass goes through
         while not self._stop.is_set():
             try:
                 self.prepare()
                 self._set("running")
                 while not self._stop.is_set():
                     busy = self.step()
-                    delay = FIRST_BACKOFF_S  # a pass went through
+                    failures = 0
                     if not busy:
                         self._stop.wait(self.poll_s)
             except Exception as exc:
+                failures += 1
+                delay = _BACKOFF.delay_s(failures)
                 self._set("restarting", exc)
                 self.on_error(exc, delay)
                 self._stop.wait(delay)
-                delay = min(delay * 2, MAX_BACKOFF_S)
         self.cleanup()
         self._set("stopped")

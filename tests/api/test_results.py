@@ -148,6 +148,25 @@ def test_nan_and_infinity_are_refused(live_server: LiveServer, admin: httpx.Clie
     assert snapshot(live_server.database) == before
 
 
+def test_integers_beyond_64_bits_are_refused_the_same_whatever_their_length(
+    live_server: LiveServer, admin: httpx.Client, ci: httpx.Client
+) -> None:
+    # orjson (bodies up to 1 MiB) reads both as floats; -2**63 - 1 has only 19 digits.
+    create_release(admin)
+    before = snapshot(live_server.database)
+    details = []
+    for big in (2**64, -(2**63) - 1):
+        text = json.dumps({"results": [result()]})
+        text = text.replace('"steps": [1, 2, 3]', f'"steps": [1, {big}, 3]', 1)
+        assert str(big) in text
+        r = ci.post("/results", content=text, headers={"Content-Type": "application/json"})
+        details.append(
+            assert_problem(r, 422, loc="results[0].series.step_time_s")["detail"].replace(str(big), "N")
+        )
+    assert details[0] == details[1]
+    assert snapshot(live_server.database) == before
+
+
 def test_bad_json_and_empty_batch(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
     create_release(admin)
     before = snapshot(live_server.database)

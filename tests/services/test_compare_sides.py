@@ -20,6 +20,7 @@ from ablate.backend.services.compare_sides import (
     any_given,
     compare_sides,
     parse_side,
+    parse_sides,
     side_run_ids,
 )
 from ablate.backend.services.errors import NotFound, ProblemError, ValidationProblem
@@ -95,6 +96,17 @@ def test_the_page_names_its_own_parameters() -> None:
         "contender",
         "give exactly one of b, contender_runs or contender_study",
     )
+
+
+def test_both_sides_are_read_by_each_surface_s_parameter_names() -> None:
+    api = {"baseline": NEW, "contender": None, "contender_runs": "2,1", "baseline_study": None}
+    assert parse_sides(API_FIELDS, api) == (ReleaseSide(NEW, "baseline"), RunsSide((1, 2), "contender_runs"))
+    page = {"a": "", "b": "", "baseline_study": "7", "contender_study": "8"}
+    assert parse_sides(PAGE_FIELDS, page) == (StudySide(7, "baseline_study"), StudySide(8, "contender_study"))
+    # the baseline is checked first, as each side was before
+    with pytest.raises(ValidationProblem) as err:
+        parse_sides(PAGE_FIELDS, {})
+    assert _field_error(err.value)[0] == "baseline"
 
 
 def test_two_releases_give_the_release_comparison(standard: Database) -> None:

@@ -116,4 +116,4 @@ def test_an_expired_lease_is_taken_over_under_the_same_id(database: Database) ->
     assert row.lease_owner is None and [h["status_code"] for h in row.history] == [500]
     # the next attempt after the first backoff (10 s doubling, capped at 60 s)
     assert row.next_attempt_at >= t0 + timedelta(seconds=10)
-    assert [delivery.backoff_s(cfg, n) for n in (1, 2, 3, 4, 5)] == [10, 20, 40, 60, 60]
+    assert [cfg.webhook_backoff.delay_s(n) for n in (1, 2, 3, 4, 5)] == [10, 20, 40, 60, 60]

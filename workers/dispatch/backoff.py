@@ -34,14 +34,9 @@ class Backoff:
     """The retryable outcomes one dispatcher holds back, by run id."""
 
     def __init__(self, settings: Settings) -> None:
-        self.first_s = settings.retry_backoff_s
-        self.max_s = settings.retry_backoff_max_s
+        self.delay_s = settings.retry_backoff.delay_s
         self.max_attempts = settings.max_attempts
         self.held: dict[int, Held] = {}
-
-    def delay_s(self, attempt: int) -> float:
-        """Before attempt ``attempt + 1``: doubling from the first delay, bounded."""
-        return min(self.max_s, self.first_s * 2.0 ** max(0, attempt - 1))
 
     def hold(self, outcomes: list[Outcome], now: float) -> tuple[list[Outcome], list[Held]]:
         """Split finished outcomes: those to record now, and those newly held (to note on their runs)."""

@@ -33,6 +33,19 @@ def _mine(owner: str) -> ColumnElement[bool]:
     return and_(Run.lease_owner == owner, Run.status == RUNNING)
 
 
+def _update_mine(session: Session, owner: str, run_id: int, values: dict[str, object]) -> bool:
+    """Set ``values`` on the run if ``owner`` still holds it; whether it did."""
+    res = session.execute(
+        update(Run)
+        .where(Run.id == run_id, _mine(owner))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    # Session.execute is typed as returning Result for any statement (no overload for DML); an UPDATE's
+    # result is a CursorResult, which has rowcount.
+    return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
 def renew_leases(
     session: Session, owner: str, run_ids: Iterable[int], *, lease_s: float, now: datetime | None = None
 ) -> set[int]:
@@ -58,15 +71,7 @@ def write_progress(
     values: dict[str, object] = {"current_step": step, "total_steps": total}
     if throughput is not None:
         values["latest_throughput"] = float(throughput)
-    res = session.execute(
-        update(Run)
-        .where(Run.id == run_id, _mine(owner))
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    # Session.execute is typed as returning Result for any statement (no overload for DML); an UPDATE's
-    # result is a CursorResult, which has rowcount.
-    return bool(res.rowcount)  # type: ignore[attr-defined]
+    return _update_mine(session, owner, run_id, values)
 
 
 def hold_for_finish(
@@ -116,15 +121,7 @@ def requeue(
         values["attempt"] = Run.attempt + 1
     if provenance is not None:
         values["provenance"] = provenance
-    res = session.execute(
-        update(Run)
-        .where(Run.id == run_id, _mine(owner))
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    # Session.execute is typed as returning Result for any statement (no overload for DML); an UPDATE's
-    # result is a CursorResult, which has rowcount.
-    return bool(res.rowcount)  # type: ignore[attr-defined]
+    return _update_mine(session, owner, run_id, values)
 
 
 @dataclass(frozen=True)

@@ -81,31 +81,21 @@ def _named_routes(model: Any, definition: Any, out: Any, plural: str) -> None:
     create.__doc__ = f"Create a {kind}; 409 if the name is taken."
     list_all.__doc__ = f"Every {kind}."
     get_one.__doc__ = f"One {kind} by name (names may contain '/')."
-    router.add_api_route(
-        f"/{plural}",
-        create,
-        methods=["POST"],
-        status_code=201,
-        response_model=out,
-        dependencies=[Depends(auth.admin)],
-        name=f"create_{kind}",
+    routes = (  # path, endpoint, method, status, response model, scope, route name
+        (f"/{plural}", create, "POST", 201, out, auth.admin, f"create_{kind}"),
+        (f"/{plural}", list_all, "GET", None, list[out], auth.read, f"list_{plural}"),
+        (f"/{plural}/{{name:path}}", get_one, "GET", None, out, auth.read, f"get_{kind}"),
     )
-    router.add_api_route(
-        f"/{plural}",
-        list_all,
-        methods=["GET"],
-        response_model=list[out],
-        dependencies=[Depends(auth.read)],
-        name=f"list_{plural}",
-    )
-    router.add_api_route(
-        f"/{plural}/{{name:path}}",
-        get_one,
-        methods=["GET"],
-        response_model=out,
-        dependencies=[Depends(auth.read)],
-        name=f"get_{kind}",
-    )
+    for path, endpoint, method, status, response, scope, name in routes:
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=[method],
+            status_code=status,
+            response_model=response,
+            dependencies=[Depends(scope)],
+            name=name,
+        )
 
 
 _named_routes(Variant, VariantDef, VariantOut, "variants")

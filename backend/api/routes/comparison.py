@@ -19,7 +19,7 @@ from ablate.backend.reports.json import render_json
 from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText, Line
 from ablate.backend.services import comparison as svc
 from ablate.backend.services.advice import release_advice
-from ablate.backend.services.compare_sides import API_FIELDS, compare_sides, parse_side
+from ablate.backend.services.compare_sides import API_FIELDS, compare_sides, parse_sides
 from ablate.backend.services.history import release_histories
 
 router = APIRouter(tags=["comparison"], dependencies=[Depends(auth.read)])
@@ -109,22 +109,7 @@ def compare(
     workload, variant) are paired by name; when each side holds a single cell, those two are
     compared whatever their names, e.g. three runs of one variant against three of another.
     """
-    sides = (
-        parse_side(
-            "baseline",
-            API_FIELDS["baseline"],
-            release=query.baseline,
-            runs=query.baseline_runs,
-            study=query.baseline_study,
-        ),
-        parse_side(
-            "contender",
-            API_FIELDS["contender"],
-            release=query.contender,
-            runs=query.contender_runs,
-            study=query.contender_study,
-        ),
-    )
+    sides = parse_sides(API_FIELDS, query.model_dump())
     with database(request).read() as session:
         result = compare_sides(session, *sides, options=options)
     return _json(render_json(result, indent=None))

@@ -6,10 +6,10 @@ The body is read and parsed here rather than by FastAPI, with memory bounded: th
 module here, its series lists then becoming numpy arrays; it briefly holds about 16x its size in
 Python objects. A larger one is parsed by the json module with each step series becoming numpy
 arrays as soon as it is parsed (:func:`~ablate.backend.schemas.results.compact_series`), so it peaks
-at about 3x its body (``benchmarks/ingest_memory.py``). A body orjson refuses (NaN, Infinity,
-integers beyond 64 bits, which the json module reads for the schema to refuse at their exact place)
-goes the second way too. The token check, parsing and storing run in one trip to the thread pool, so
-a large batch never blocks the event loop.
+at about 3x its body (``benchmarks/ingest_memory.py``). A body orjson refuses (NaN, Infinity)
+or may misread (integers beyond 64 bits, which the json module reads for the schema to refuse at their
+exact place) goes the second way too. The token check, parsing and storing run in one trip to the
+thread pool, so a large batch never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
 from ablate.backend.db.models import TokenScope
+from ablate.backend.schemas.common import MAX_JSON_INT
 from ablate.backend.schemas.results import ResultsBatch, SubmitResponse, compact_series
 from ablate.backend.services import ingest
 from ablate.backend.services.errors import ProblemError, ValidationProblem
@@ -57,9 +58,11 @@ class MalformedJson(ProblemError):
 # Bodies up to this size are decoded whole by orjson: briefly about 16x the body in Python objects
 # (at most 16 MiB a request), against 2.5x the body for the json module and its hook.
 FAST_BODY = 1024 * 1024
-# orjson reads an integer beyond 64 bits as a float, silently: a body with 20 digits in a row goes the
-# json module's way, which keeps such integers exact for the schema to refuse at their place.
-_LONG_DIGITS = re.compile(rb"\d{20}")
+# orjson reads an integer beyond 64 bits as a float, silently (above 2**64 - 1, and already below
+# -2**63 with 19 digits): a body with as many digits in a row as the largest integer the schemas take
+# goes the json module's way, which keeps such integers exact for the schema and ingest to refuse at
+# their place.
+_LONG_DIGITS = re.compile(rb"\d{%d}" % len(str(MAX_JSON_INT)))
 
 
 def _compact_parsed(data: Any) -> None:

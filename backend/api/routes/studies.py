@@ -26,19 +26,7 @@ def create_study(plan: StudyPlan, request: Request) -> Any:
 @router.get("/studies", response_model=list[StudySummaryOut], dependencies=[Depends(auth.read)])
 def list_studies(request: Request, limit: int = Query(100, ge=1, le=1000)) -> Any:
     with database(request).read() as session:
-        return [
-            {
-                "id": s.id,
-                "name": s.name,
-                "status": s.status,
-                "release": s.release.ref,
-                "cluster": s.cluster.name,
-                "repeats": s.repeats,
-                "created_at": s.created_at,
-                "finished_at": s.finished_at,
-            }
-            for s in studies.list_studies(session, limit=limit)
-        ]
+        return [studies.study_summary(s) for s in studies.list_studies(session, limit=limit)]
 
 
 @router.get("/studies/{study_id}", response_model=StudyOut, dependencies=[Depends(auth.read)])

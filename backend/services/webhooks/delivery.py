@@ -150,11 +150,6 @@ def send(client: httpx.Client, due: Due, *, allow_private: bool) -> Outcome:
     return Outcome(response.status_code, f"HTTP {response.status_code}: {answer}".strip(), took())
 
 
-def backoff_s(settings: Settings, attempt: int) -> float:
-    """The wait after failed attempt ``attempt`` (1-based): doubling from ``webhook_backoff_s``."""
-    return float(min(settings.webhook_backoff_s * 2 ** (attempt - 1), settings.webhook_max_backoff_s))
-
-
 def record(
     session: Session,
     owner: str,
@@ -194,7 +189,7 @@ def record(
     elif due.attempt >= settings.webhook_max_attempts:
         values.update(status=DeliveryStatus.failed.value)
     else:
-        values.update(next_attempt_at=now + timedelta(seconds=backoff_s(settings, due.attempt)))
+        values.update(next_attempt_at=now + timedelta(seconds=settings.webhook_backoff.delay_s(due.attempt)))
     done = session.execute(
         update(WebhookDelivery)
         .where(WebhookDelivery.id == due.id, WebhookDelivery.lease_owner == owner)

@@ -9,7 +9,7 @@ the same statistics. What a side is, its label and its errors come from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -24,7 +24,7 @@ from ablate.backend.services.compare_sides import (
     StudySide,
     any_given,
     compare_sides,
-    parse_side,
+    parse_sides,
 )
 from ablate.backend.services.comparison import ReleaseComparison, RunSetComparison
 from ablate.backend.web import links
@@ -202,22 +202,7 @@ class CompareQuery:
 
     def sides(self) -> tuple[CompareSide, CompareSide]:
         """Both sides, parsed; a side not given exactly one way is refused (422 at its role)."""
-        return (
-            parse_side(
-                "baseline",
-                PAGE_FIELDS["baseline"],
-                release=self.a,
-                runs=self.baseline_runs,
-                study=self.baseline_study,
-            ),
-            parse_side(
-                "contender",
-                PAGE_FIELDS["contender"],
-                release=self.b,
-                runs=self.contender_runs,
-                study=self.contender_study,
-            ),
-        )
+        return parse_sides(PAGE_FIELDS, asdict(self))
 
 
 def compare_page(session: Session, filters: Filters, settings: Settings, query: CompareQuery) -> ComparePage:

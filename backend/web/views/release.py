@@ -8,7 +8,7 @@ module only selects and shapes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -317,18 +317,21 @@ def _section(
     section = ClusterSection(cluster.name, cluster.accelerator, cluster.device_model)
     ref = comp.release.ref
 
-    def pick(metric: str) -> dict[str, LadderAnalysis]:
-        ladders = comp.ladder_map(cluster.name, metric)
-        return {w: lad for w, lad in ladders.items() if workloads is None or w in workloads}
+    def bars(metric: str, draw: Callable[..., Any], kind: str) -> dict[str, LadderAnalysis]:
+        """The shown workloads' ladders of ``metric``, drawn as one bar chart of the section if any."""
+        ladders = {
+            w: lad
+            for w, lad in comp.ladder_map(cluster.name, metric).items()
+            if workloads is None or w in workloads
+        }
+        if ladders:
+            repeats = comp.repeat_map(cluster.name, metric)
+            fig = draw(ladders, release=ref, cluster=cluster.name, colors=colors, repeats=repeats)
+            section.charts.append(chart_of(fig, slug(kind, cluster.name), kind))
+        return ladders
 
     if comp.primary_metric:
-        primary = pick(comp.primary_metric)
-        if primary:
-            repeats = comp.repeat_map(cluster.name, comp.primary_metric)
-            fig = charts.ablation_bars(
-                primary, release=ref, cluster=cluster.name, colors=colors, repeats=repeats
-            )
-            section.charts.append(chart_of(fig, slug("ablation", cluster.name), "ablation"))
+        primary = bars(comp.primary_metric, charts.ablation_bars, "ablation")
         for workload, ladder in primary.items():
             table = ladder_table(cluster.name, workload, ladder, ref)
             if comp.factorial_design is not None:
@@ -352,17 +355,10 @@ def _section(
                     factorial_table(comp, cluster.name, w, fa) for w, fa in effects.items()
                 ]
     if comp.memory_metric:
-        memory = pick(comp.memory_metric)
-        if memory:
-            repeats = comp.repeat_map(cluster.name, comp.memory_metric)
-            fig = charts.memory_bars(
-                memory, release=ref, cluster=cluster.name, colors=colors, repeats=repeats
-            )
-            section.charts.append(chart_of(fig, slug("memory", cluster.name), "memory"))
-            for workload, ladder in memory.items():
-                table = ladder_table(cluster.name, workload, ladder, ref)
-                table.ladder = comp.factorial_design is None
-                section.memory_tables.append(table)
+        for workload, ladder in bars(comp.memory_metric, charts.memory_bars, "memory").items():
+            table = ladder_table(cluster.name, workload, ladder, ref)
+            table.ladder = comp.factorial_design is None
+            section.memory_tables.append(table)
     return section
 
 

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import StudyStatus
 from ablate.backend.domain.states import TERMINAL_STATES
+from ablate.backend.schemas.studies import StudySummaryOut
 from ablate.backend.services import studies as study_service
 from ablate.backend.web.links import RunsLink, runs_url
 
@@ -104,16 +105,10 @@ def study_page(session: Session, study_id: int) -> StudyPage:
     )
 
 
-@dataclass
-class StudyListItem:
-    id: int
-    name: str
-    status: str
-    release: str
-    cluster: str
-    repeats: int
-    created_at: Any
-    finished_at: Any
+class StudyListItem(StudySummaryOut):
+    """A study in the dashboard's lists: what ``GET /studies`` gives (its status as the page shows it),
+    and its runs counted."""
+
     counts: dict[str, int]
     total: int
     done: int
@@ -129,14 +124,7 @@ def study_items(session: Session, *, limit: int = 100, active_only: bool = False
         status = shown_status(study.status, counts)
         items.append(
             StudyListItem(
-                id=study.id,
-                name=study.name,
-                status=status,
-                release=study.release.ref,
-                cluster=study.cluster.name,
-                repeats=study.repeats,
-                created_at=study.created_at,
-                finished_at=study.finished_at,
+                **{**study_service.study_summary(study), "status": status},
                 counts={s: counts[s] for s in STATUS_ORDER if counts.get(s)},
                 total=total,
                 done=sum(n for s, n in counts.items() if s in TERMINAL_STATES),
