@@ -81,6 +81,9 @@ def test_concurrent_dispatchers_never_share_a_device(database: Database) -> None
         rows = s.execute(select(DeviceAllocation.run_id, DeviceAllocation.node_id)).all()
         assert {r.run_id for r in rows} == {c.run_id for c in taken}
     holders = ", ".join(str(r) for r in sorted(c.run_id for c in taken))
+    # A waiting run's note is the last look at its pool: one taken while another dispatcher was still
+    # claiming says "took them first". The next poll, with all four held, writes the settled note.
+    assert _claim(database, "d-next", PPU_NODES, limit=1) == []
     waiting = _run(database, next(i for i in ids if i not in {c.run_id for c in taken}))
     assert waiting.status == "queued" and waiting.waiting_since is None  # live runs hold its pool
     assert waiting.error == (
