@@ -25,6 +25,20 @@ _IGNORED = re.compile(r"^(node:.*|memory|object_store_memory|bundle_group.*|.*_g
 EXCLUDED_NODE_PREFIX = "excluded_node."
 
 
+def excluded_nodes(provenance: Mapping[str, Any] | None) -> dict[str, str]:
+    """The nodes a run's earlier attempts excluded (node id -> why), read from its provenance."""
+    return {
+        k.removeprefix(EXCLUDED_NODE_PREFIX): str(v)
+        for k, v in (provenance or {}).items()
+        if k.startswith(EXCLUDED_NODE_PREFIX)
+    }
+
+
+def excluded_node_entries(excluded: Mapping[str, str]) -> dict[str, str]:
+    """The provenance entries that record ``excluded`` (node id -> why): what :func:`excluded_nodes` reads."""
+    return {f"{EXCLUDED_NODE_PREFIX}{node}": why for node, why in excluded.items()}
+
+
 @dataclass(frozen=True)
 class NodeDemand:
     """One node's share of a run: what its Ray task (or placement-group bundle) reserves."""

@@ -25,6 +25,8 @@ Status = Literal["succeeded", "failed"]
 # default; torchrun, deepspeed, mpirun start their own per-device processes) or one process per device.
 LAUNCH_MODES = ("per-node", "per-device")
 DEFAULT_VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+# The built-in runner (ablate.workers.runners.torch_llm): what a workload that names no runner runs.
+DEFAULT_RUNNER = "torch-llm"
 
 
 def visible_devices_env(cluster: Mapping[str, Any]) -> str | None:
@@ -105,7 +107,7 @@ class RunSpec:
 
     @property
     def runner_name(self) -> str:
-        return str(self.workload.get("runner") or "torch-llm")
+        return str(self.workload.get("runner") or DEFAULT_RUNNER)
 
     @property
     def runner_options(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from ablate.backend.domain.runner import LAUNCH_MODES
+from ablate.backend.domain.runner import DEFAULT_RUNNER, LAUNCH_MODES
 from ablate.backend.schemas.common import (
     Float,
     FreeDict,
@@ -146,10 +146,11 @@ class WorkloadDef(Strict):
     @model_validator(mode="after")
     def _launch_is_the_command_runner_s(self) -> WorkloadDef:
         launch = self.runner_options.get("launch")
-        if launch == "per-node" and (self.runner or "torch-llm") != "command":
+        runner = self.runner or DEFAULT_RUNNER
+        if launch == "per-node" and runner != "command":
             raise ValueError(
                 "runner_options.launch: per-node is the command runner's; "
-                f"runner {self.runner or 'torch-llm'!r} starts one process per device itself"
+                f"runner {runner!r} starts one process per device itself"
             )
         return self
 

@@ -29,6 +29,16 @@ class ProblemError(AblateError):
     title = "Bad request"
     slug = "bad-request"
 
+    def __init_subclass__(
+        cls, *, status: int | None = None, title: str | None = None, slug: str | None = None
+    ) -> None:
+        """A kind of problem names its status, title and slug in its class line (those it omits
+        are its base's)."""
+        super().__init_subclass__()
+        cls.status = status or cls.status
+        cls.title = title or cls.title
+        cls.slug = slug or cls.slug
+
     def __init__(self, detail: str, errors: list[FieldError] | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
@@ -49,41 +59,28 @@ class ProblemError(AblateError):
         return f"{self.detail} ({'; '.join(extra)})" if extra else self.detail
 
 
-class ValidationProblem(ProblemError):
-    status = 422
-    title = "Invalid input"
-    slug = "validation"
+class ValidationProblem(ProblemError, status=422, title="Invalid input", slug="validation"):
+    pass
 
 
-class NotFound(ProblemError):
-    status = 404
-    title = "Not found"
-    slug = "not-found"
+class NotFound(ProblemError, status=404, title="Not found", slug="not-found"):
+    pass
 
 
-class Conflict(ProblemError):
-    status = 409
-    title = "Conflict"
-    slug = "conflict"
+class Conflict(ProblemError, status=409, title="Conflict", slug="conflict"):
+    pass
 
 
-class Unauthorized(ProblemError):
-    status = 401
-    title = "Unauthorized"
-    slug = "unauthorized"
+class Unauthorized(ProblemError, status=401, title="Unauthorized", slug="unauthorized"):
     headers = {"WWW-Authenticate": 'Bearer realm="ablate"'}
 
 
-class Forbidden(ProblemError):
-    status = 403
-    title = "Forbidden"
-    slug = "forbidden"
+class Forbidden(ProblemError, status=403, title="Forbidden", slug="forbidden"):
+    pass
 
 
-class PayloadTooLarge(ProblemError):
-    status = 413
-    title = "Payload too large"
-    slug = "payload-too-large"
+class PayloadTooLarge(ProblemError, status=413, title="Payload too large", slug="payload-too-large"):
+    pass
 
 
 # Seconds a client is asked to wait (``Retry-After``) while the database cannot be reached: about

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import DeviceAllocation, Run
-from ablate.backend.domain.placement import EXCLUDED_NODE_PREFIX as EXCLUDED_PREFIX
+from ablate.backend.domain.placement import excluded_nodes
 
 RECENT_RUNS = 200  # the clusters page looks at this many latest runs per cluster
 
@@ -35,14 +35,9 @@ def failed_preflight_nodes(
     ).all()
     seen: dict[str, ExcludedNode] = {}
     for run_id, provenance in rows:
-        for key, why in (provenance or {}).items():
-            node = key.removeprefix(EXCLUDED_PREFIX)
-            if (
-                key.startswith(EXCLUDED_PREFIX)
-                and str(why).startswith("failed preflight")
-                and node not in seen
-            ):
-                seen[node] = ExcludedNode(node, str(why), run_id)
+        for node, why in excluded_nodes(provenance).items():
+            if why.startswith("failed preflight") and node not in seen:
+                seen[node] = ExcludedNode(node, why, run_id)
     return list(seen.values())
 
 

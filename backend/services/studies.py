@@ -31,7 +31,7 @@ from ablate.backend.db.models import (
     Variant,
     Workload,
 )
-from ablate.backend.domain.runner import get_runner
+from ablate.backend.domain.runner import DEFAULT_RUNNER, get_runner
 from ablate.backend.domain.states import is_terminal
 from ablate.backend.schemas.studies import StudyPlan
 from ablate.backend.services import adaptive, catalog, dispatchers
@@ -42,7 +42,6 @@ from ablate.backend.services.webhooks import events as webhook_events
 
 plans_log = logging.getLogger("ablate.plans")
 
-DEFAULT_RUNNER = "torch-llm"
 # Serialises queue_order allocation between concurrent study creations on PostgreSQL.
 _QUEUE_LOCK = 0x41424C54  # "ABLT"
 

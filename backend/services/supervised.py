@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,14 +36,37 @@ class LoopStatus:
     seconds_since_error: float | None
 
 
+class StoppableThread:
+    """One daemon thread and the event that asks it to stop: the start/stop both the supervised loops
+    and a dispatcher driven beside tests share (``target`` watches :attr:`stop_event`)."""
+
+    def __init__(self, name: str, target: Callable[[], None]) -> None:
+        self.name = name
+        self.target = target
+        self.stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.stop_event.clear()
+        self._thread = threading.Thread(target=self.target, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Ask the thread to stop and wait at most ``timeout_s`` for it to end."""
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+
 class SupervisedLoop:
     """``start()`` / ``stop()`` / :meth:`loop_status`; subclasses implement :meth:`step`."""
 
     def __init__(self, thread_name: str, poll_s: float) -> None:
         self.thread_name = thread_name
         self.poll_s = poll_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner = StoppableThread(thread_name, self._supervise)
+        self._stop = self._runner.stop_event
         self._lock = threading.Lock()
         self._state: State = "stopped"
         self._restarts = 0
@@ -76,17 +100,12 @@ class SupervisedLoop:
             return LoopStatus(self._state, self._restarts, self._last_error, since)
 
     def start(self) -> None:
-        self._stop.clear()
         self._state = "running"
-        self._thread = threading.Thread(target=self._supervise, name=self.thread_name, daemon=True)
-        self._thread.start()
+        self._runner.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop after the current pass (waiting at most ``timeout_s`` for it)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        self._runner.stop(timeout_s)
 
     def _set(self, state: State, error: BaseException | None = None) -> None:
         with self._lock:

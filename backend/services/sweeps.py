@@ -6,9 +6,8 @@ from __future__ import annotations
 from ablate.backend.db.models import Variant, Workload
 from ablate.backend.domain.factors import normalize_factor
 from ablate.backend.domain.model_shapes import resolve_model
+from ablate.backend.domain.runner import DEFAULT_RUNNER as TORCH_LLM
 from ablate.backend.services.errors import ValidationProblem
-
-TORCH_LLM = "torch-llm"
 
 
 def check_ckpt_layers(variants: list[Variant], workloads: list[Workload]) -> None:

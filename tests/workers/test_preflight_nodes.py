@@ -53,5 +53,5 @@ def test_a_node_failing_preflight_is_reported_and_avoided(
 
     # the clusters page lists the node, with the run that excluded it
     with database.read() as s:
-        view = next(c for c in clusters_page(s).clusters if c.name == "ppu-1x1")
+        view = next(c for c in clusters_page(s).clusters if c.definition.name == "ppu-1x1")
     assert [(n.node_id, n.run_id) for n in view.failed_preflight] == [(bad, run.id)]

@@ -28,10 +28,10 @@ from ablate.backend.domain.placement import (
     choose_devices,
     demand_for,
     device_resource,
+    excluded_nodes,
     unplaceable_reason,
 )
 from ablate.workers.dispatch import devices, identity
-from ablate.workers.dispatch.execution import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
 
 RUNNING = RunStatus.running.value

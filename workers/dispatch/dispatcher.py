@@ -40,6 +40,7 @@ from ablate.backend.db.models import Run
 from ablate.backend.domain.placement import NodeInfo
 from ablate.backend.domain.runner import Runner
 from ablate.backend.services.studies import refresh_study_statuses
+from ablate.backend.services.supervised import StoppableThread
 from ablate.workers.dispatch import backoff, claims, devices, leases
 from ablate.workers.dispatch.execution import Execution
 from ablate.workers.dispatch.record import Recorder
@@ -79,8 +80,8 @@ class Dispatcher:
         self._next_reap = 0.0
         self._fence_due = False  # this dispatcher expired devices: fence on the next tick, not a reap later
         self._ray_address = ""
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._runner = StoppableThread("ablate-dispatcher", self.run_forever)
+        self._stop = self._runner.stop_event
 
     @property
     def executions(self) -> dict[int, Execution]:
@@ -118,15 +119,10 @@ class Dispatcher:
     def start(self) -> None:
         """Run in a background thread, unsupervised (tests that drive a dispatcher beside them)."""
         self.connect()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self.run_forever, name="ablate-dispatcher", daemon=True)
-        self._thread.start()
+        self._runner.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        self._runner.stop(timeout_s)
 
     def shutdown(self) -> None:
         """Record what finished already; stop every in-flight run and give it back to the queue (same

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ablate.backend.db.base import utcnow
-from ablate.backend.domain.placement import EXCLUDED_NODE_PREFIX, NodeDemand
+from ablate.backend.domain.placement import NodeDemand, excluded_node_entries
 from ablate.backend.domain.runner import RunResult, RunSpec
 from ablate.workers.dispatch.spec import ExecutionSpec
 
@@ -21,16 +21,6 @@ TIMEOUT_GRACE_S = 300.0  # backstop beyond the runner's own timeout (start-up, q
 # already holds them while its worker imports and starts (seconds on a loaded host), so its
 # placement deadline gets this much on top before "not started" is called.
 START_ALLOWANCE_S = 30.0
-EXCLUDED_PREFIX = EXCLUDED_NODE_PREFIX
-
-
-def excluded_nodes(provenance: dict[str, Any] | None) -> dict[str, str]:
-    """The nodes earlier attempts of a run excluded (node id -> why), from the run's provenance."""
-    return {
-        k.removeprefix(EXCLUDED_PREFIX): str(v)
-        for k, v in (provenance or {}).items()
-        if k.startswith(EXCLUDED_PREFIX)
-    }
 
 
 @dataclass
@@ -135,7 +125,7 @@ class Execution:
         nodes = list(self.node_results.values())
         started = min((_parse_time(n.get("started_at")) for n in nodes), default=None, key=_key)
         finished = max((_parse_time(n.get("finished_at")) for n in nodes), default=None, key=_key)
-        avoided = {f"{EXCLUDED_PREFIX}{node}": why for node, why in self.excluded.items()}
+        avoided = excluded_node_entries(self.excluded)
         result.provenance = {**self.plan.provenance, **avoided, **result.provenance, **self.node_facts()}
         if not result.environment:
             result.environment = dict(self.spec.env)

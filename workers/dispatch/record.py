@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.config import Settings
 from ablate.backend.db.models import Run
+from ablate.backend.domain.placement import excluded_node_entries
 from ablate.backend.services.images import store_contents
 from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
 from ablate.workers.dispatch import leases, logs
-from ablate.workers.dispatch.execution import EXCLUDED_PREFIX, Outcome
+from ablate.workers.dispatch.execution import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class Recorder:
         retry = [o for o in outcomes if o.retryable and o.attempt < self.settings.max_attempts]
         for out in retry:
             reason = f"attempt {out.attempt} failed ({out.result.error}); queued again"
-            avoid = {f"{EXCLUDED_PREFIX}{node}": why for node, why in out.excluded.items()}
+            avoid = excluded_node_entries(out.excluded)
             if leases.requeue(
                 session, self.owner, out.run_id, reason=reason, next_attempt=True, provenance=avoid
             ):

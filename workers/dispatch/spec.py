@@ -16,7 +16,7 @@ from typing import Any
 
 from ablate.backend.config import Settings
 from ablate.backend.domain.placement import NodeDemand, demand_for
-from ablate.backend.domain.runner import LAUNCH_MODES, RunSpec
+from ablate.backend.domain.runner import DEFAULT_RUNNER, LAUNCH_MODES, RunSpec
 from ablate.workers.containers import RAY_IMAGE_URI, ContainerConfig, image_reference
 from ablate.workers.envrules import plan_environment
 
@@ -60,7 +60,7 @@ def build_execution_spec(rows: RunRows, settings: Settings, dispatcher: str) -> 
     demand = demand_for(cluster)
     opts = {**(workload.get("runner_options") or {}), **(variant.get("runner_options") or {})}
     timeout_s = float(opts.get("timeout_s") or settings.run_timeout_s)
-    launch = launch_mode(str(workload.get("runner") or "torch-llm"), opts)
+    launch = launch_mode(str(workload.get("runner") or DEFAULT_RUNNER), opts)
     placed = container_placement(rows, env.env)
     spec = RunSpec(
         run_id=rows.run_id,

@@ -9,9 +9,9 @@ from typing import Any
 from ablate.backend.analysis import checkpointing as model
 from ablate.backend.db.models import Cluster, Workload
 from ablate.backend.domain.model_shapes import PRESETS, resolve_model
+from ablate.backend.domain.runner import DEFAULT_RUNNER as TORCH_LLM
 from ablate.backend.services.errors import ValidationProblem
 
-TORCH_LLM = "torch-llm"
 # Usable memory of one device in GiB (what torch.cuda reports as total), by device model.
 DEVICE_MEMORY_GIB: dict[str, float] = {
     "h200": 139.8,

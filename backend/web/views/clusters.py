@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster
 from ablate.backend.domain.placement import NodeDemand, NodeInfo, demand_for, node_in_pool
+from ablate.backend.schemas.catalog import ClusterOut
 from ablate.backend.services import catalog
 from ablate.backend.services import nodes as nodes_service
 from ablate.backend.services.nodes import ExcludedNode, HeldDevices
@@ -32,16 +33,8 @@ class PoolResources:
 
 @dataclass
 class ClusterView:
-    name: str
-    accelerator: str
-    device_model: str | None
-    nodes: int
-    devices_per_node: int
-    peak_tflops_per_device: float | None
-    interconnect: str | None
-    resource_name: str | None  # as defined (None: the accelerator's default)
-    labels: dict[str, Any]
-    ray_address: str | None
+    # The definition as the API shows it (resource_name None: the accelerator's default).
+    definition: ClusterOut
     # The Ray resource that reaches its devices: the definition's resource_name, else the accelerator's
     # default (GPU, PPU); None on a CPU cluster.
     device_resource: str | None = None
@@ -141,17 +134,8 @@ def clusters_page(session: Session) -> ClustersPage:
     ray = _ray_module()
     views = [
         ClusterView(
-            name=c.name,
-            accelerator=c.accelerator,
-            device_model=c.device_model,
-            nodes=c.nodes,
-            devices_per_node=c.devices_per_node,
-            peak_tflops_per_device=c.peak_tflops_per_device,
-            interconnect=c.interconnect,
-            resource_name=c.resource_name,
+            definition=ClusterOut.model_validate(c),
             device_resource=device_resource(c),
-            labels=dict(c.labels or {}),
-            ray_address=c.ray_address,
             failed_preflight=nodes_service.failed_preflight_nodes(session, c.id),
         )
         for c in clusters

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ablate.backend.domain.factors import factor_error, normalize_factor
-from ablate.backend.domain.runner import ProgressCallback, RunResult, RunSpec
+from ablate.backend.domain.runner import DEFAULT_RUNNER, ProgressCallback, RunResult, RunSpec
 from ablate.workers.containers import package_mounts
 from ablate.workers.runners import hostload
 from ablate.workers.runners.process import (
@@ -24,7 +24,7 @@ from ablate.workers.runners.process import (
 )
 from ablate.workers.runners.torch_llm.protocol import parse_event
 
-NAME = "torch-llm"
+NAME = DEFAULT_RUNNER  # the built-in runner is the default one
 # Factors the image/environment provides (the dispatcher picks image and env); torch-llm only records them.
 _IMAGE_FACTORS = {
     "accl": "ACCL collectives provided by the image (NCCL-compatible library)",

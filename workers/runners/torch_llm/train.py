@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ablate.backend.domain.runner import DEFAULT_RUNNER
 from ablate.workers.runners.torch_llm import flops
 from ablate.workers.runners.torch_llm.config import TrainConfig
 from ablate.workers.runners.torch_llm.model import Transformer, lm_loss
@@ -316,7 +317,7 @@ def _provenance(
 ) -> dict[str, str]:
     m = cfg.model
     prov = {
-        "runner": "torch-llm",
+        "runner": DEFAULT_RUNNER,  # this is the built-in runner
         "host": socket.gethostname(),
         "python": sys.version.split()[0],
         "torch": torch.__version__,
