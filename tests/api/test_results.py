@@ -11,6 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from ablate.backend.api.routes.results import _long_digits
 from ablate.backend.db.models import Cluster, Run, RunMetric, RunSeries
 from tests.api.conftest import auth, make_token
 from tests.api.helpers import CLUSTER, REF, RELEASE, assert_problem, create_release, result, snapshot
@@ -165,6 +166,18 @@ def test_integers_beyond_64_bits_are_refused_the_same_whatever_their_length(
         )
     assert details[0] == details[1]
     assert snapshot(live_server.database) == before
+
+
+@pytest.mark.parametrize("run", [18, 19, 20, 27, 28, 29])
+def test_long_digit_runs_are_found_wherever_they_start(run: int) -> None:
+    # The scan looks at whole aligned blocks of 10 digits first: a run must be found at every offset.
+    for before in range(12):
+        for after in range(12):
+            body = b"[" * before + b"7" * run + b"]" * after
+            assert _long_digits(body) is (run >= 19), (before, run, after)
+    assert _long_digits(b"") is False
+    assert _long_digits(b"1" * 19) is True
+    assert _long_digits(b"1234567890.123456789,1234567890") is False
 
 
 def test_bad_json_and_empty_batch(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
