@@ -23,7 +23,7 @@ from ablate.backend.analysis.stats import (
     bh_adjust,
     finite_or_none,
     t_critical,
-    t_two_sided_p,
+    t_two_sided_p_many,
 )
 from ablate.backend.domain.metrics import Direction, describe_metric
 
@@ -86,7 +86,7 @@ def lookback_many(
     adjust: bool = True,
 ) -> list[LookbackResult]:
     """:func:`lookback` of many checks, their p-values adjusted as one family when ``adjust``."""
-    parts = [_lookback_stats(r, k, rule.min_history) for r in requests]
+    parts = _with_p_values([_lookback_stats(r, k, rule.min_history) for r in requests])
     raw = [p[-1] for p in parts]
     adjusted = bh_adjust(raw) if adjust else raw
     method = BH_METHOD if adjust else "none"
@@ -122,8 +122,18 @@ def lookback(
 _Stats = tuple[Direction, list[float], float | None, float | None, float | None, float | None]
 
 
+def _with_p_values(parts: list[_Stats]) -> list[_Stats]:
+    """The p-values of the checks with a finite t (left None by :func:`_lookback_stats`), as one batch."""
+    need = [i for i, (*_x, t, p) in enumerate(parts) if t is not None and p is None]
+    ps = t_two_sided_p_many([parts[i][4] or 0.0 for i in need], [len(parts[i][1]) - 1 for i in need])
+    for i, p in zip(need, ps, strict=True):
+        parts[i] = (*parts[i][:5], p)
+    return parts
+
+
 def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
-    """(direction, used, mean, std, t, p); t and p None when the lookback does not speak."""
+    """(direction, used, mean, std, t, p); t and p None when the lookback does not speak, p None also
+    when t is finite (:func:`_with_p_values` fills those in as one batch)."""
     direction: Direction = describe_metric(r.metric, r.unit, r.better).direction if r.metric else "higher"
     used = [float(x) for x in r.history_medians][-k:] if k > 0 else []
     mean = std = t = p = None
@@ -136,7 +146,6 @@ def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
         diff = float(r.new_median) - mean
         if std > 0:
             t = diff / (std * math.sqrt(1.0 + 1.0 / len(used)))
-            p = t_two_sided_p(t, len(used) - 1)
         else:
             # A history without spread (deterministic metric): any difference is outside it.
             t = math.copysign(math.inf, diff) if diff else 0.0
@@ -238,8 +247,11 @@ class TrendResult:
     reasons: tuple[str, ...]
 
 
-def _trend_stats(r: LookbackRequest, k: int, min_history: int) -> tuple[list[float], float, float, float]:
-    """(log points, slope, t, p); slope, t and p NaN when the trend does not speak."""
+def _trend_stats(
+    r: LookbackRequest, k: int, min_history: int
+) -> tuple[list[float], float, float, float | None]:
+    """(log points, slope, t, p); slope, t and p NaN when the trend does not speak; p None when t is
+    finite (:func:`trend_many` computes those as one batch)."""
     used = [float(x) for x in r.history_medians][-k:] if k > 0 else []
     points = [*used, float(r.new_median)]
     nan = math.nan
@@ -258,7 +270,7 @@ def _trend_stats(r: LookbackRequest, k: int, min_history: int) -> tuple[list[flo
             return points, 0.0, 0.0, 1.0
         return points, slope, math.copysign(math.inf, slope), 0.0
     t = slope / math.sqrt(sse / (m - 2) / sxx)
-    return points, slope, t, t_two_sided_p(t, m - 2)
+    return points, slope, t, None
 
 
 def trend_many(
@@ -270,7 +282,11 @@ def trend_many(
 ) -> list[TrendResult]:
     """The drift test of every lookback request (the same inputs), adjusted as one family."""
     alpha, min_history, threshold_pct = rule.alpha, rule.min_history, rule.threshold_pct
-    parts = [_trend_stats(r, k, min_history) for r in requests]
+    stats = [_trend_stats(r, k, min_history) for r in requests]
+    need = [i for i, (*_x, p) in enumerate(stats) if p is None]
+    ps = t_two_sided_p_many([stats[i][2] for i in need], [len(stats[i][0]) - 2 for i in need])
+    filled = dict(zip(need, ps, strict=True))
+    parts = [(pts, s, t, filled[i] if p is None else p) for i, (pts, s, t, p) in enumerate(stats)]
     raw = [None if math.isnan(p) else p for *_x, p in parts]
     adjusted = bh_adjust(raw) if adjust else raw
     out = []

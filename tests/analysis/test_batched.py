@@ -206,3 +206,27 @@ def test_priors_of_a_release_equal_one_side_at_a_time():
     for d in range(1, 30):
         assert _digamma_half(d) == special.digamma(d / 2.0)
         assert _trigamma_half(d) == special.polygamma(1, d / 2.0)
+
+
+def test_lookback_and_trend_p_values_match_one_at_a_time() -> None:
+    """The lookback and trend checks' p-values, one ufunc call per release, are the scalar ones."""
+    from ablate.backend.analysis.lookback_checks import LookbackRequest, lookback_many, trend_many
+    from ablate.backend.analysis.stats import t_two_sided_p
+
+    rng = np.random.default_rng(29)
+    requests = []
+    for _ in range(400):
+        history = (100.0 * np.exp(rng.normal(0, 0.03, int(rng.integers(0, 9))))).tolist()
+        if rng.random() < 0.1:
+            history = [100.0] * len(history)  # no spread: the exact branch
+        new = float(rng.choice([100.0, 100.0 * math.exp(rng.normal(0, 0.05))]))
+        requests.append(LookbackRequest(new, history, "throughput_tokens_per_s"))
+    looks, trends = lookback_many(requests), trend_many(requests)
+    spoke = 0
+    for lk, tr in zip(looks, trends, strict=True):
+        if lk.t is not None:
+            assert lk.p_value == t_two_sided_p(lk.t, lk.n_history - 1)
+            spoke += 1
+        if tr.t is not None:
+            assert tr.p_value == t_two_sided_p(tr.t, tr.n_releases - 2)
+    assert spoke > 100

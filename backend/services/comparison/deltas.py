@@ -49,6 +49,11 @@ class DeltaInputs:
         """(ref, values) of each lookback release, oldest first (refs read once, not per cell)."""
         return [(r.ref, self.by_release.get(r.id, {})) for r in self.history]
 
+    @cached_property
+    def lookback_by_ref(self) -> dict[str, Mapping[Cell, Mapping[str, list[float]]]]:
+        """The values of each lookback release by its ref (made once, not per cell)."""
+        return dict(self.lookback_values)
+
     def ordered_cells(self) -> list[Cell]:
         """The cells of the release and its baseline, by cluster, workload and ladder order."""
         values = self.by_release.get(self.release.id, {})
@@ -160,7 +165,7 @@ def _gather(inp: DeltaInputs, sessions: Sessions, batch: _Batch, cell: Cell, met
     # A drift too slow for one step shows K releases back (with the lookback's minimum history).
     if new and len(window) >= max(2, opts.lookback_min_history):
         back_ref = window[0].release
-        far = tuple(sorted(dict(inp.lookback_values)[back_ref][cell][metric]))
+        far = tuple(sorted(inp.lookback_by_ref[back_ref][cell][metric]))
         var, df, note = session_term(sessions.get((cell[0], metric)), cell[0], False)
         back = len(batch.backs)
         batch.backs.append(ReleasePair(far, new, metric, unit, better, var, df, note, pool))
