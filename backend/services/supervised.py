@@ -51,6 +51,11 @@ class StoppableThread:
         self._thread = threading.Thread(target=self.target, name=self.name, daemon=True)
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """True while started and not yet stopped, and the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout_s: float = 30.0) -> None:
         """Ask the thread to stop and wait at most ``timeout_s`` for it to end."""
         self.stop_event.set()
@@ -93,6 +98,11 @@ class SupervisedLoop:
     def stopping(self) -> bool:
         """True once :meth:`stop` was called: long passes check it to end early."""
         return self._stop.is_set()
+
+    @property
+    def thread_alive(self) -> bool:
+        """True while the loop's thread runs (started and not stopped)."""
+        return self._runner.alive
 
     def loop_status(self) -> LoopStatus:
         with self._lock:

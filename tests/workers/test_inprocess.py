@@ -23,13 +23,13 @@ def test_lifespan_runs_a_dispatcher(ray_local: str, database: Database, tmp_path
     server = start_background_server(app, bind_socket("127.0.0.1", 0))  # lifespan on, real HTTP
     try:
         d = app.state.dispatcher
-        assert d is not None and d._thread is not None and d._thread.is_alive()
+        assert d is not None and d.thread_alive
         wait_for(lambda: runs_of(database, q.study_id)[0].status == "succeeded", 120, "the run")
         body = httpx.get(f"{server.url}/api/v1/studies/{q.study_id}", timeout=30).json()
         assert body["status"] == "succeeded" and body["runs"][0]["progress"] == 1.0
     finally:
         server.stop()
-    assert not server.alive and d._thread is None  # stopped on shutdown
+    assert not server.alive and not d.thread_alive  # stopped on shutdown
 
 
 def test_no_dispatcher_when_switched_off(database: Database, tmp_path: Path) -> None:
