@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from ablate.backend.domain.runner import DEFAULT_RUNNER, LAUNCH_MODES
+from ablate.backend.domain.workloads import WorkloadInfo
 from ablate.backend.schemas.common import (
     Float,
     FreeDict,
@@ -20,6 +21,7 @@ from ablate.backend.schemas.common import (
     Out,
     ShortText,
     Strict,
+    out_fields_of,
 )
 from ablate.backend.schemas.common import Text as FreeText
 from ablate.workers.containers import ContainerConfig
@@ -155,19 +157,15 @@ class WorkloadDef(Strict):
         return self
 
 
-class WorkloadOut(Out):
+class _Row(Out):
     id: int
-    name: str
-    framework: str | None
-    model: str | None
-    data_parallel: int
-    tensor_parallel: int
-    pipeline_parallel: int
-    zero_stage: int | None
-    seq_len: int | None
-    micro_batch: int | None
-    global_batch: int | None
-    precision: str | None
+
+
+# The id, then what the comparison report shows of a workload (one field list, in the domain).
+_WorkloadFields = out_fields_of(WorkloadInfo, base=_Row)
+
+
+class WorkloadOut(_WorkloadFields):  # type: ignore[misc,valid-type]  # a base built from WorkloadInfo's fields
     warmup_steps: int
     measured_steps: int | None
     runner: str | None

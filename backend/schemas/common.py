@@ -256,14 +256,15 @@ class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
-def out_fields_of(source: type, *, omit: tuple[str, ...] = ()) -> type[Out]:
+def out_fields_of(source: type, *, omit: tuple[str, ...] = (), base: type[Out] = Out) -> type[Out]:
     """An :class:`Out` base carrying a lower layer's plain dataclass's fields (names, types, order,
-    defaults) but those in ``omit``: a schema that serves that result subclasses it, so its field list
-    has one home. The base's own name never reaches the OpenAPI document (only its subclass is used)."""
+    defaults) but those in ``omit``, after ``base``'s own: a schema that serves that result subclasses
+    it, so its field list has one home. The base's own name never reaches the OpenAPI document (only
+    its subclass is used)."""
     hints = get_type_hints(source)
     spec: dict[str, Any] = {
         f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
         for f in dataclasses.fields(source)
         if f.name not in omit
     }
-    return create_model(f"{source.__name__}Fields", __base__=Out, **spec)
+    return create_model(f"{source.__name__}Fields", __base__=base, **spec)

@@ -31,6 +31,7 @@ from ablate.backend.analysis.stats import (
     NOISY_METHOD,
     SUMMARY_CI_METHOD,
 )
+from ablate.backend.domain.workloads import WorkloadInfo
 from ablate.backend.services.comparison.jsontext import fields_of, json_text, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -156,21 +157,6 @@ class VariantInfo:
     # key -> sorted distinct values over the variant's succeeded runs in this release
     environment: dict[str, tuple[str, ...]]
     provenance: dict[str, tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class WorkloadInfo:
-    name: str
-    framework: str | None
-    model: str | None
-    data_parallel: int
-    tensor_parallel: int
-    pipeline_parallel: int
-    zero_stage: int | None
-    seq_len: int | None
-    micro_batch: int | None
-    global_batch: int | None
-    precision: str | None
 
 
 @dataclass(frozen=True)
