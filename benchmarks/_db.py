@@ -43,6 +43,17 @@ def fresh_database(kind: str = "postgresql") -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@contextmanager
+def fresh_db(kind: str = "postgresql") -> Iterator[Database]:
+    """:func:`fresh_database`, opened: its :class:`Database`, disposed on exit."""
+    with fresh_database(kind) as url:
+        db = Database.from_url(url)
+        try:
+            yield db
+        finally:
+            db.dispose()
+
+
 def _migrate(url: str) -> None:
     db = Database.from_url(url)
     try:

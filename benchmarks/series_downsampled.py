@@ -17,7 +17,7 @@ import statistics
 import time
 
 import numpy as np
-from _db import fresh_database, median_paired_ratio
+from _db import fresh_db, median_paired_ratio
 from sqlalchemy import delete, select
 
 from ablate.backend.db.database import Database
@@ -56,36 +56,30 @@ def main() -> None:
     parser.add_argument("--backend", choices=["postgresql", "sqlite"], default="postgresql")
     args = parser.parse_args()
 
-    with fresh_database(args.backend) as url:
-        db = Database.from_url(url)
-        try:
-            with_levels, without = _two_runs(db, args.points)
-            with db.read() as s:
-                stored = s.scalars(
-                    select(RunSeriesLevel.max_points).where(RunSeriesLevel.run_id == with_levels)
-                )
-                print(f"backend={args.backend} points={args.points} max_points={args.max_points}", end=" ")
-                print(f"reps={args.reps}")
-                print(f"levels stored: {sorted(stored)}")
-            times: dict[int, list[float]] = {with_levels: [], without: []}
-            for rep in range(args.reps + 3):
-                order = (with_levels, without) if rep % 2 == 0 else (without, with_levels)
-                for run_id in order:
-                    with db.read() as s:
-                        t0 = time.perf_counter()
-                        out = runs.run_series(s, run_id, "step_time_s", max_points=args.max_points)
-                        elapsed = time.perf_counter() - t0
-                    assert len(out["values"]) <= args.max_points and out["downsampled"]
-                    if rep >= 3:  # warm-up: connections, caches
-                        times[run_id].append(elapsed)
-            level_ms = statistics.median(times[with_levels]) * 1e3
-            full_ms = statistics.median(times[without]) * 1e3
-            print(f"from the stored level:        {level_ms:8.2f} ms (median)")
-            print(f"from the whole series:        {full_ms:8.2f} ms (median)")
-            speedup = median_paired_ratio(times[without], times[with_levels])
-            print(f"speed-up, median paired ratio: {speedup:7.1f}x")
-        finally:
-            db.dispose()
+    with fresh_db(args.backend) as db:
+        with_levels, without = _two_runs(db, args.points)
+        with db.read() as s:
+            stored = s.scalars(select(RunSeriesLevel.max_points).where(RunSeriesLevel.run_id == with_levels))
+            print(f"backend={args.backend} points={args.points} max_points={args.max_points}", end=" ")
+            print(f"reps={args.reps}")
+            print(f"levels stored: {sorted(stored)}")
+        times: dict[int, list[float]] = {with_levels: [], without: []}
+        for rep in range(args.reps + 3):
+            order = (with_levels, without) if rep % 2 == 0 else (without, with_levels)
+            for run_id in order:
+                with db.read() as s:
+                    t0 = time.perf_counter()
+                    out = runs.run_series(s, run_id, "step_time_s", max_points=args.max_points)
+                    elapsed = time.perf_counter() - t0
+                assert len(out["values"]) <= args.max_points and out["downsampled"]
+                if rep >= 3:  # warm-up: connections, caches
+                    times[run_id].append(elapsed)
+        level_ms = statistics.median(times[with_levels]) * 1e3
+        full_ms = statistics.median(times[without]) * 1e3
+        print(f"from the stored level:        {level_ms:8.2f} ms (median)")
+        print(f"from the whole series:        {full_ms:8.2f} ms (median)")
+        speedup = median_paired_ratio(times[without], times[with_levels])
+        print(f"speed-up, median paired ratio: {speedup:7.1f}x")
 
 
 if __name__ == "__main__":
