@@ -1,13 +1,14 @@
-"""Declarative base shared by every model, with one naming convention for constraints."""
+"""Declarative base shared by every model, with one naming convention for constraints; the clock
+and the row-claiming WHERE (`picked_rows`) the services and the dispatcher share."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, MetaData, Table, TypeDecorator, event
+from sqlalchemy import JSON, ColumnElement, DateTime, MetaData, Select, Table, TypeDecorator, event
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Session
 
 # Named constraints keep migrations identical on SQLite (batch mode needs names) and PostgreSQL.
 NAMING_CONVENTION = {
@@ -40,6 +41,19 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def picked_rows(
+    session: Session, pick: Select[int], id_column: InstrumentedAttribute[int]
+) -> ColumnElement[bool]:
+    """The WHERE of an UPDATE that claims the rows ``pick`` (``SELECT <table>.id ... LIMIT n``) chooses;
+    on PostgreSQL rows another claimer has locked are skipped, not waited for."""
+    if session.get_bind().dialect.name == "postgresql":
+        # A CTE is evaluated exactly once; PostgreSQL may re-run an ``IN (subquery LIMIT n)`` and
+        # then take more than n rows.
+        picked = pick.with_for_update(skip_locked=True, of=id_column).cte("picked")
+        return id_column == picked.c.id
+    return id_column.in_(pick)
 
 
 class Base(DeclarativeBase):

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Row, false, select, update
 from sqlalchemy.orm import Session
 
-from ablate.backend.db.base import utcnow
+from ablate.backend.db.base import picked_rows, utcnow
 from ablate.backend.db.models import Cluster, Release, Run, RunSource, RunStatus, Variant, Workload
 from ablate.backend.domain.placement import (
     NodeInfo,
@@ -146,16 +146,9 @@ def _claim_queued(session: Session, claim: _Claim, served: list[int]) -> list[Cl
         .order_by(Run.queue_order, Run.id)
         .limit(claim.limit)
     )
-    if session.get_bind().dialect.name == "postgresql":
-        # A CTE is evaluated exactly once; PostgreSQL may re-run an ``IN (subquery LIMIT n)`` and
-        # then take more than n rows.
-        picked = pick.with_for_update(skip_locked=True, of=Run).cte("picked")
-        target = Run.id == picked.c.id
-    else:
-        target = Run.id.in_(pick)
     stmt = (
         update(Run)
-        .where(target, Run.status == QUEUED)
+        .where(picked_rows(session, pick, Run.id), Run.status == QUEUED)
         .values(**claim.running_values())
         .returning(Run.id, Run.attempt, Run.queue_order)
         .execution_options(synchronize_session=False)

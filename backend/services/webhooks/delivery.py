@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend import __version__
 from ablate.backend.config import Settings
-from ablate.backend.db.base import utcnow
+from ablate.backend.db.base import picked_rows, utcnow
 from ablate.backend.db.models import DeliveryStatus, Webhook, WebhookDelivery
 from ablate.backend.services.webhooks.outbox import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
 from ablate.backend.services.webhooks.targets import TargetRefused, check_target
@@ -77,16 +77,10 @@ def claim_due(
         .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
         .limit(limit)
     )
-    if session.get_bind().dialect.name == "postgresql":
-        # A CTE is evaluated once; an ``IN (subquery LIMIT n)`` may be re-run and take more rows.
-        picked = pick.with_for_update(skip_locked=True, of=WebhookDelivery).cte("picked")
-        target = WebhookDelivery.id == picked.c.id
-    else:
-        target = WebhookDelivery.id.in_(pick)
     claimed = (
         session.execute(
             update(WebhookDelivery)
-            .where(target, _due(now))
+            .where(picked_rows(session, pick, WebhookDelivery.id), _due(now))
             .values(
                 lease_owner=owner,
                 lease_expires_at=now + timedelta(seconds=lease_s),
