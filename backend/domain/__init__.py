@@ -6,7 +6,7 @@
 - :mod:`.runner`: the runner contract (RunSpec in, RunResult out) and the runner registry.
 - :mod:`.placement`: what a run asks of Ray, and the label-selector rules pools are matched by.
 - :mod:`.formatting`: how numbers, intervals and missing values read (dashboard, reports, charts).
-- :mod:`.workloads`: what a workload is, as the comparison report and the catalog API show it.
+- :mod:`.catalog`: releases and workloads as the comparison report and the catalog API show them.
 
 Every other layer imports from here; nothing here imports from them (an import-linter contract in
 ``.ci/run`` keeps it so).

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from ablate.backend.domain.catalog import ReleaseHead, WorkloadInfo
 from ablate.backend.domain.runner import DEFAULT_RUNNER, LAUNCH_MODES
-from ablate.backend.domain.workloads import WorkloadInfo
 from ablate.backend.schemas.common import (
     Float,
     FreeDict,
@@ -79,12 +79,11 @@ class ReleaseUpdate(Strict):
     image_registry: Registry | None = None
 
 
-class ReleaseOut(Out):
-    id: int
-    ref: str
-    image: str
-    tag: str
-    platform: str
+# What names a release (one field list with the comparison's ReleaseInfo, in the domain).
+_ReleaseFields = out_fields_of(ReleaseHead)
+
+
+class ReleaseOut(_ReleaseFields):  # type: ignore[misc,valid-type]  # a base built from ReleaseHead's fields
     release_date: date | None
     manifest: dict[str, Any]
     driver_requirements: dict[str, Any]

@@ -17,8 +17,8 @@ from ablate.backend.analysis.factorial import (
 )
 from ablate.backend.analysis.manifest import ManifestDiff
 from ablate.backend.db.models import Cluster, Release, RunStatus, Variant, Workload
+from ablate.backend.domain.catalog import WorkloadInfo
 from ablate.backend.domain.metrics import describe_metric
-from ablate.backend.domain.workloads import WorkloadInfo
 from ablate.backend.services import images
 from ablate.backend.services.comparison import failures
 from ablate.backend.services.comparison.deltas import (

@@ -31,7 +31,7 @@ from ablate.backend.analysis.stats import (
     NOISY_METHOD,
     SUMMARY_CI_METHOD,
 )
-from ablate.backend.domain.workloads import WorkloadInfo
+from ablate.backend.domain.catalog import ReleaseHead, WorkloadInfo
 from ablate.backend.services.comparison.jsontext import fields_of, json_text, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -131,12 +131,7 @@ class ComparisonOptions:
 
 
 @dataclass(frozen=True)
-class ReleaseInfo:
-    id: int
-    ref: str
-    image: str
-    tag: str
-    platform: str
+class ReleaseInfo(ReleaseHead):
     release_date: str | None
     manifest: dict[str, Any]
     driver_requirements: dict[str, Any]
