@@ -29,9 +29,10 @@ the pool's cells draw their noise from one distribution (Smyth 2004); the prior 
 from every side's first ``min`` runs, so it is fixed before any look and no stopping decision can
 select the variances it is made of. Where the cells of a pool differ in noise by kind, the prior
 is calibrated on average, not per cell: the noisier cells' false changes rise (measured: 4.4% for
-CV 3% cells in a pool of 1.5/2/3%, against 2.6% on their own; the guard of
-:func:`ablate.backend.analysis.moderated.squeeze` keeps a comparison noisier than the prior beyond
-chance on its own variance), which is why a pool is one workload, as in the release verdict. Below
+CV 3% cells in a pool of 1.5/2/3%, against 2.6% on their own; the guard of :func:`squeezed`
+keeps a comparison noisier than the prior beyond chance on its own variance, where the release
+verdict floors it at its own: the floor saved no runs here, docs/statistics.md), which is why a
+pool is one workload, as in the release verdict. Below
 ``MIN_SIDES`` sides a comparison keeps its own variance. The one place a between-session variance
 term enters is :func:`pooled_log_t`'s ``session_var``.
 
@@ -82,10 +83,10 @@ class SequentialDesign:
     beta_rho: float = 0.5  # < 1 spends early: an unchanged comparison stops sooner
     threshold_pct: float = 3.0  # the smallest change called regressed/improved (as regression.py)
     margin_pct: float = 4.5  # "unchanged" means inside +-margin (below the 5% change it must not hide)
-    # The guard's one-sided level (moderated.GUARD_P, as the release verdict): a comparison noisier
-    # than the prior beyond it keeps its own variance. A fifth of equal-noise comparisons at 0.2,
-    # the largest single cost in runs; a lower level lets the noisier cells of a mixed pool through
-    # (the simulation's --sweep measures both).
+    # The guard's one-sided level (moderated.GUARD_P, the release verdict's before its floor): a
+    # comparison noisier than the prior beyond it keeps its own variance. A fifth of equal-noise
+    # comparisons at 0.2, the largest single cost in runs; a lower level lets the noisier cells of a
+    # mixed pool through (the simulation's --sweep measures both; a floor instead saved no runs).
     guard_p: float = GUARD_P
 
     def alone(self) -> SequentialDesign:

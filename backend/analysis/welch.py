@@ -3,9 +3,9 @@ ladders, release over release, the environment's common shift): a batch of pairs
 
 A release makes thousands of these tests. Each one's sums stay exact per pair (``math.fsum``, as
 :func:`ablate.backend.analysis.stats.scaled_mean_sd`), but the element-wise steps run as arrays over
-the whole batch: the logs in one ``np.log``, the moderation guard's F tail, the p-values and the
-critical values each in one ufunc call. Element-wise ufuncs give every element the number a call on
-it alone gives, so a batch is bit for bit the pairs one at a time (tests/analysis/test_batched.py).
+the whole batch: the logs in one ``np.log``, the p-values and the critical values each in one ufunc
+call. Element-wise ufuncs give every element the number a call on it alone gives, so a batch is bit
+for bit the pairs one at a time (tests/analysis/test_batched.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from ablate.backend.analysis.moderated import Prior, guard_p_many, squeeze_guarded
+from ablate.backend.analysis.moderated import Prior, cell_floor, squeeze
 from ablate.backend.analysis.stats import (
     LOG_RESOLUTION,
     MODERATED_LOG_TEST,
@@ -80,7 +80,8 @@ def welch_log(
     variance, analysis/session.py: ``2 tau^2`` for two releases measured in different sessions),
     estimated with ``extra_df`` degrees of freedom: it is added to the SE and its term enters the
     Satterthwaite df. ``prior`` (analysis/moderated.py) shrinks each side's variance toward the one the
-    release's cells share, on ``d0 + n - 1`` df each (no 2-value cap then: the side's noise is known).
+    release's cells share, on ``d0 + n - 1`` df each (no 2-value cap then: the side's noise is known),
+    never below the pair's own variance pooled over both sides and inflated (moderated.cell_floor).
     None when a side has fewer than two values or a non-positive value. Zero spread on both sides
     (deterministic metrics such as memory): the interval is the point and p is 0 for any difference
     (1 for none), since the difference is then measured without error. Spreads and differences
@@ -114,7 +115,6 @@ def welch_log_many(pairs: Sequence[WelchInput], confidence: float = 0.95) -> lis
     moderated = [
         pairs[i].prior is not None and (s[1] > 0 or s[3] > 0) for i, s in zip(testable, sides, strict=True)
     ]
-    guards = _guards([pairs[i] for i in testable], sides, moderated)
     ests, ses, dfs, methods = [], [], [], []
     for k, (i, s) in enumerate(zip(testable, sides, strict=True)):
         p = pairs[i]
@@ -122,9 +122,10 @@ def welch_log_many(pairs: Sequence[WelchInput], confidence: float = 0.95) -> lis
         mc, sc, mr, sr = s
         dfc, dfr = float(nc - 1), float(nr - 1)
         if moderated[k]:
+            floor = cell_floor([(sc * sc, dfc), (sr * sr, dfr)])
             (varc, dfc), (varr, dfr) = (
-                squeeze_guarded(sc * sc, dfc, p.prior, guards[2 * k]),
-                squeeze_guarded(sr * sr, dfr, p.prior, guards[2 * k + 1]),
+                squeeze(sc * sc, dfc, p.prior, floor),
+                squeeze(sr * sr, dfr, p.prior, floor),
             )
             sc, sr = math.sqrt(varc), math.sqrt(varr)
         vc, vr = sc * sc / nc, sr * sr / nr
@@ -221,19 +222,3 @@ def _log_ratios(x: np.ndarray, ref: float) -> list[float]:
     if _ratio_safe(x, ref):
         return np.log(x / ref).tolist()
     return (np.log(x) - math.log(ref)).tolist()
-
-
-def _guards(
-    pairs: Sequence[WelchInput], sides: Sequence[_Sides], moderated: Sequence[bool]
-) -> list[float | None]:
-    """The moderation guard's tail probability of each side (contender, reference per pair; None where
-    the side is not above its prior, so no guard applies): one call for the batch."""
-    asks: list[tuple[int, float, float, Prior]] = []
-    for k, (p, s) in enumerate(zip(pairs, sides, strict=True)):
-        if moderated[k] and p.prior is not None:
-            asks += [(2 * k, s[1] * s[1], float(p.c.size - 1), p.prior)]
-            asks += [(2 * k + 1, s[3] * s[3], float(p.r.size - 1), p.prior)]
-    out: list[float | None] = [None] * (2 * len(pairs))
-    for j, g in zip([a[0] for a in asks], guard_p_many([a[1:] for a in asks]), strict=True):
-        out[j] = g
-    return out

@@ -11,7 +11,14 @@ import numpy as np
 from scipy import special
 
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
-from ablate.backend.analysis.moderated import Prior, _digamma_half, _trigamma_half, prior_variance, squeeze
+from ablate.backend.analysis.moderated import (
+    Prior,
+    _digamma_half,
+    _trigamma_half,
+    cell_floor,
+    prior_variance,
+    squeeze,
+)
 from ablate.backend.analysis.release_pair import ReleasePair, _priors
 from ablate.backend.analysis.session import MIN_DIFFERENCES, session_variances
 from ablate.backend.analysis.stats import (
@@ -137,7 +144,11 @@ def _welch_one(inp: WelchInput, confidence: float = 0.95) -> WelchLog | None:
     dfc, dfr = float(nc - 1), float(nr - 1)
     moderated = inp.prior is not None and (sc > 0 or sr > 0)
     if moderated:
-        (varc, dfc), (varr, dfr) = squeeze(sc * sc, dfc, inp.prior), squeeze(sr * sr, dfr, inp.prior)
+        floor = cell_floor([(sc * sc, dfc), (sr * sr, dfr)])
+        (varc, dfc), (varr, dfr) = (
+            squeeze(sc * sc, dfc, inp.prior, floor),
+            squeeze(sr * sr, dfr, inp.prior, floor),
+        )
         sc, sr = math.sqrt(varc), math.sqrt(varr)
     vc, vr = sc * sc / nc, sr * sr / nr
     extra = inp.extra_var if inp.extra_var > 0 else 0.0
