@@ -67,6 +67,11 @@ class LookbackRequest:
     unit: str | None = None
     better: str | None = None
 
+    @property
+    def direction(self) -> Direction:
+        """Which way is better: the metric's (a custom one's stored ``better``); without a metric, higher."""
+        return describe_metric(self.metric, self.unit, self.better).direction if self.metric else "higher"
+
 
 @dataclass(frozen=True)
 class LookbackRule:
@@ -134,7 +139,7 @@ def _with_p_values(parts: list[_Stats]) -> list[_Stats]:
 def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
     """(direction, used, mean, std, t, p); t and p None when the lookback does not speak, p None also
     when t is finite (:func:`_with_p_values` fills those in as one batch)."""
-    direction: Direction = describe_metric(r.metric, r.unit, r.better).direction if r.metric else "higher"
+    direction = r.direction
     used = [float(x) for x in r.history_medians][-k:] if k > 0 else []
     mean = std = t = p = None
     if used:
@@ -291,7 +296,7 @@ def trend_many(
     adjusted = bh_adjust(raw) if adjust else raw
     out = []
     for r, (points, slope, t, p), q in zip(requests, parts, adjusted, strict=True):
-        direction: Direction = describe_metric(r.metric, r.unit, r.better).direction if r.metric else "higher"
+        direction = r.direction
         sign = 1.0 if direction == "higher" else -1.0
         reasons: list[str] = []
         verdict: Verdict | None = None

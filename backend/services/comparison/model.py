@@ -113,21 +113,18 @@ class ComparisonOptions:
             moderate=self.moderated,
         )
 
+    @property
+    def lookback_rule(self) -> LookbackRule:
+        """When the lookbacks and the trends of a release speak (the same rule for both)."""
+        return LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct)
+
     def trends(self, requests: Sequence[LookbackRequest]) -> list[TrendResult]:
         """The drift test of every lookback request of one release: one Benjamini-Hochberg family."""
-        return trend_many(
-            requests,
-            self.lookback,
-            rule=LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct),
-        )
+        return trend_many(requests, self.lookback, rule=self.lookback_rule)
 
     def lookbacks(self, requests: Sequence[LookbackRequest]) -> list[LookbackResult]:
         """Every lookback check of one release at once: one Benjamini-Hochberg family."""
-        return lookback_many(
-            requests,
-            self.lookback,
-            rule=LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct),
-        )
+        return lookback_many(requests, self.lookback, rule=self.lookback_rule)
 
 
 @dataclass(frozen=True)
