@@ -4,10 +4,10 @@ charts read. They hold the analysis dataclasses themselves, so chart functions t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ablate.backend.analysis.ablation import SHARE_INTERVAL_METHOD, LadderAnalysis
+from ablate.backend.analysis.ablation import SHARE_INTERVAL_METHOD, LadderAnalysis, LadderOptions
 from ablate.backend.analysis.factorial import WELCH_EFFECT_METHOD, FactorialAnalysis, FactorialDesign
 from ablate.backend.analysis.manifest import ManifestDiff
 from ablate.backend.analysis.regression import (
@@ -112,6 +112,12 @@ class ComparisonOptions:
             confidence=self.confidence,
             moderate=self.moderated,
         )
+
+    @property
+    def ladder_options(self) -> LadderOptions:
+        """How the release's ladders are analysed: every field of :class:`LadderOptions` (the level, the
+        bootstrap, the noisy flag) is this object's field of the same name."""
+        return LadderOptions(**{f.name: getattr(self, f.name) for f in fields(LadderOptions)})
 
     @property
     def lookback_rule(self) -> LookbackRule:
