@@ -53,6 +53,11 @@ class Summary:
     cv_upper: float | None = None
     ci_method: str = ""
 
+    @property
+    def shown_noisy(self) -> bool:
+        """The noisy flag as tables and histories show it: a sample without values is empty, not noisy."""
+        return bool(self.n) and self.noisy
+
 
 def clean_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Values as a sorted float array; sorting makes every seeded resample order-independent."""
