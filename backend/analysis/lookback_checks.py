@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 from ablate.backend.analysis.release_pair import Verdict, pct_of_log_ratio
 from ablate.backend.analysis.stats import (
-    BH_METHOD,
     LOG_RESOLUTION,
-    bh_adjust,
+    family_q_values,
     finite_or_none,
     t_critical,
     t_two_sided_p_many,
@@ -93,8 +92,7 @@ def lookback_many(
     """:func:`lookback` of many checks, their p-values adjusted as one family when ``adjust``."""
     parts = _with_p_values([_lookback_stats(r, k, rule.min_history) for r in requests])
     raw = [p[-1] for p in parts]
-    adjusted = bh_adjust(raw) if adjust else raw
-    method = BH_METHOD if adjust else "none"
+    adjusted, method = family_q_values(raw, adjust)
     return [
         _lookback_result(r, part, q, k, rule, method)
         for r, part, q in zip(requests, parts, adjusted, strict=True)
@@ -293,7 +291,7 @@ def trend_many(
     filled = dict(zip(need, ps, strict=True))
     parts = [(pts, s, t, filled[i] if p is None else p) for i, (pts, s, t, p) in enumerate(stats)]
     raw = [None if math.isnan(p) else p for *_x, p in parts]
-    adjusted = bh_adjust(raw) if adjust else raw
+    adjusted, _ = family_q_values(raw, adjust)
     out = []
     for r, (points, slope, t, p), q in zip(requests, parts, adjusted, strict=True):
         direction = r.direction

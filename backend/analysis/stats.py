@@ -330,3 +330,11 @@ def bh_adjust(p_values: Sequence[float | None]) -> list[float | None]:
         for i, v in zip(known, np.atleast_1d(q).tolist(), strict=True):
             out[i] = min(1.0, float(v))
     return out
+
+
+def family_q_values(p_values: Sequence[float | None], adjust: bool) -> tuple[list[float | None], str]:
+    """(the q-values, the adjustment's name) of one family of tests: :func:`bh_adjust` and
+    :data:`BH_METHOD` when ``adjust``, else the p-values as they are and "none"."""
+    if adjust:
+        return bh_adjust(p_values), BH_METHOD
+    return list(p_values), "none"
