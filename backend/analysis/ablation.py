@@ -207,18 +207,11 @@ def _plan(item: LadderInput, samples: list[np.ndarray], pairs: list[Pair]) -> _P
 
 
 def analyze_ladders(
-    ladders: Sequence[LadderInput],
-    *,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
-    n_resamples: int = DEFAULT_N_RESAMPLES,
-    seed: int = 0,
-    noisy_cv: float = 0.05,
-    min_n: int = 3,
+    ladders: Sequence[LadderInput], *, options: LadderOptions = LadderOptions()
 ) -> list[LadderAnalysis]:
     """:func:`analyze_ladder` of many ladders: every summary and comparison of all of them is
     bootstrapped in a few batched calls, with the same results as one ladder at a time."""
-    return _analyze(ladders, LadderOptions(alpha, confidence, n_resamples, seed, noisy_cv, min_n))
+    return _analyze(ladders, options)
 
 
 def _analyze(ladders: Sequence[LadderInput], options: LadderOptions) -> list[LadderAnalysis]:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ablate.backend.analysis.stats import (
-    BH_METHOD,
     CLAMPED_NOTE,
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
@@ -88,8 +87,7 @@ def compare_many(
     """:func:`compare_samples` of many pairs; with ``adjust`` their p-values are Benjamini-Hochberg
     adjusted as one family (the comparisons of one release), and ``significant`` reads q."""
     cleaned = [(clean_values(p.contender), clean_values(p.reference)) for p in pairs]
-    tests, adjusted = welch_family([WelchInput(c, r) for c, r in cleaned], confidence, adjust=adjust)
-    method = BH_METHOD if adjust else "none"
+    tests, adjusted, method = welch_family([WelchInput(c, r) for c, r in cleaned], confidence, adjust=adjust)
     return [
         _comparison(p, c, r, t, q, alpha, method)
         for p, (c, r), t, q in zip(pairs, cleaned, tests, adjusted, strict=True)

@@ -76,7 +76,7 @@ def release_history(
                 median=s.median,
                 ci_low=s.ci_low,
                 ci_high=s.ci_high,
-                noisy=bool(s.n) and s.noisy,
+                noisy=s.shown_noisy,
                 verdict=i.verdict,
                 indicated=i.indicated,
                 change_pct=i.change_pct,

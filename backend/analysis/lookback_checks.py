@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 from ablate.backend.analysis.release_pair import Verdict, pct_of_log_ratio
 from ablate.backend.analysis.stats import (
-    BH_METHOD,
     LOG_RESOLUTION,
-    bh_adjust,
+    family_q_values,
     finite_or_none,
     t_critical,
     t_two_sided_p_many,
@@ -67,6 +66,11 @@ class LookbackRequest:
     unit: str | None = None
     better: str | None = None
 
+    @property
+    def direction(self) -> Direction:
+        """Which way is better: the metric's (a custom one's stored ``better``); without a metric, higher."""
+        return describe_metric(self.metric, self.unit, self.better).direction if self.metric else "higher"
+
 
 @dataclass(frozen=True)
 class LookbackRule:
@@ -88,8 +92,7 @@ def lookback_many(
     """:func:`lookback` of many checks, their p-values adjusted as one family when ``adjust``."""
     parts = _with_p_values([_lookback_stats(r, k, rule.min_history) for r in requests])
     raw = [p[-1] for p in parts]
-    adjusted = bh_adjust(raw) if adjust else raw
-    method = BH_METHOD if adjust else "none"
+    adjusted, method = family_q_values(raw, adjust)
     return [
         _lookback_result(r, part, q, k, rule, method)
         for r, part, q in zip(requests, parts, adjusted, strict=True)
@@ -134,7 +137,7 @@ def _with_p_values(parts: list[_Stats]) -> list[_Stats]:
 def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
     """(direction, used, mean, std, t, p); t and p None when the lookback does not speak, p None also
     when t is finite (:func:`_with_p_values` fills those in as one batch)."""
-    direction: Direction = describe_metric(r.metric, r.unit, r.better).direction if r.metric else "higher"
+    direction = r.direction
     used = [float(x) for x in r.history_medians][-k:] if k > 0 else []
     mean = std = t = p = None
     if used:
@@ -288,10 +291,10 @@ def trend_many(
     filled = dict(zip(need, ps, strict=True))
     parts = [(pts, s, t, filled[i] if p is None else p) for i, (pts, s, t, p) in enumerate(stats)]
     raw = [None if math.isnan(p) else p for *_x, p in parts]
-    adjusted = bh_adjust(raw) if adjust else raw
+    adjusted, _ = family_q_values(raw, adjust)
     out = []
     for r, (points, slope, t, p), q in zip(requests, parts, adjusted, strict=True):
-        direction: Direction = describe_metric(r.metric, r.unit, r.better).direction if r.metric else "higher"
+        direction = r.direction
         sign = 1.0 if direction == "higher" else -1.0
         reasons: list[str] = []
         verdict: Verdict | None = None

@@ -39,6 +39,16 @@ class ManifestDiff:
         """Everything that is not unchanged, sorted by name."""
         return tuple(sorted(self.added + self.removed + self.upgraded + self.downgraded, key=_sort_key))
 
+    def by_kind(self, *, unchanged: bool = False) -> tuple[tuple[str, tuple[PackageChange, ...]], ...]:
+        """(kind, its changes): added, removed, upgraded, downgraded, and with ``unchanged`` the unchanged."""
+        kinds = (
+            ("added", self.added),
+            ("removed", self.removed),
+            ("upgraded", self.upgraded),
+            ("downgraded", self.downgraded),
+        )
+        return (*kinds, ("unchanged", self.unchanged)) if unchanged else kinds
+
 
 def _natural_key(v: str) -> tuple[tuple[int, int | str], ...]:
     # (0, number) sorts before (1, text) so mixed parts always compare without TypeError.

@@ -133,8 +133,8 @@ def compare_releases_many(
         WelchInput(c, b, p.session_var, p.session_df, priors.get((p.metric, p.pool)))
         for p, (b, c) in zip(pairs, cleaned, strict=True)
     ]
-    tests, adjusted = welch_family(inputs, confidence, adjust=adjust)
-    rule = VerdictRule(threshold_pct, alpha, confidence, BH_METHOD if adjust else "none")
+    tests, adjusted, method = welch_family(inputs, confidence, adjust=adjust)
+    rule = VerdictRule(threshold_pct, alpha, confidence, method)
     return [
         _compare(p, sides, t, q, rule) for p, sides, t, q in zip(pairs, cleaned, tests, adjusted, strict=True)
     ]

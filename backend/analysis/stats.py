@@ -53,6 +53,11 @@ class Summary:
     cv_upper: float | None = None
     ci_method: str = ""
 
+    @property
+    def shown_noisy(self) -> bool:
+        """The noisy flag as tables and histories show it: a sample without values is empty, not noisy."""
+        return bool(self.n) and self.noisy
+
 
 def clean_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """Values as a sorted float array; sorting makes every seeded resample order-independent."""
@@ -325,3 +330,11 @@ def bh_adjust(p_values: Sequence[float | None]) -> list[float | None]:
         for i, v in zip(known, np.atleast_1d(q).tolist(), strict=True):
             out[i] = min(1.0, float(v))
     return out
+
+
+def family_q_values(p_values: Sequence[float | None], adjust: bool) -> tuple[list[float | None], str]:
+    """(the q-values, the adjustment's name) of one family of tests: :func:`bh_adjust` and
+    :data:`BH_METHOD` when ``adjust``, else the p-values as they are and "none"."""
+    if adjust:
+        return bh_adjust(p_values), BH_METHOD
+    return list(p_values), "none"

@@ -26,7 +26,7 @@ from ablate.backend.analysis.stats import (
     TWO_VALUES_MAX_DF,
     TWO_VALUES_NOTE,
     WELCH_LOG_TEST,
-    bh_adjust,
+    family_q_values,
 )
 
 
@@ -97,12 +97,12 @@ def capped_note(t: WelchLog) -> list[str]:
 
 def welch_family(
     pairs: Sequence[WelchInput], confidence: float, *, adjust: bool
-) -> tuple[list[WelchLog | None], list[float | None]]:
-    """(the test of each pair, its q-value): Benjamini-Hochberg adjusted across the pairs as one
-    family when ``adjust``, else the raw p. What every batch of comparisons reports."""
+) -> tuple[list[WelchLog | None], list[float | None], str]:
+    """(the test of each pair, its q-value, the adjustment's name): Benjamini-Hochberg adjusted across
+    the pairs as one family when ``adjust``, else the raw p. What every batch of comparisons reports."""
     tests = welch_log_many(pairs, confidence)
     raw = [None if t is None else t.p_value for t in tests]
-    return tests, bh_adjust(raw) if adjust else raw
+    return tests, *family_q_values(raw, adjust)
 
 
 def welch_log_many(pairs: Sequence[WelchInput], confidence: float = 0.95) -> list[WelchLog | None]:

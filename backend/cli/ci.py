@@ -26,7 +26,7 @@ from ablate.backend.cli.ci_run import (
     run_command,
     write_result,
 )
-from ablate.backend.cli.common import App, console, err_console, fail, read_yaml
+from ablate.backend.cli.common import SERVER, TOKEN, App, console, err_console, fail, read_yaml
 from ablate.backend.cli.http import auth_headers, client, describe_problem, request_json, server_url
 from ablate.backend.cli.results import post_with_retries
 from ablate.backend.config import CiEnvironment
@@ -42,9 +42,6 @@ EXIT_NOT_STORED = 2
 EXIT_NOT_STARTED = 127
 # `ci check`: the gate could not decide (server unreachable, unknown release, bad options).
 EXIT_UNDECIDED = 2
-
-SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
-TOKEN = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN).")
 
 
 def _parser_options(pairs: list[str]) -> dict[str, Any]:

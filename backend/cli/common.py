@@ -38,6 +38,13 @@ def _no_flag_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
 typer.core.TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
 
 
+# Options several commands take, spelled and explained once.
+SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
+TOKEN = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN).")
+ADMIN_TOKEN = typer.Option(None, "--token", help="Admin API token (default: ABLATE_TOKEN).")
+DATABASE_URL = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL).")
+
+
 class App(typer.Typer):
     """A Typer app that ends expected failures with one clear line and exit code 1, never a traceback."""
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import typer
 
-from ablate.backend.cli.common import App, console
+from ablate.backend.cli.common import ADMIN_TOKEN, SERVER, App, console
 from ablate.backend.cli.http import client, request_json
 from ablate.backend.errors import AblateError
 
@@ -21,8 +21,6 @@ run_app = App(
     help="Runs on a server: exclude one from every analysis, or include it again.", no_args_is_help=True
 )
 
-SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
-TOKEN = typer.Option(None, "--token", help="Admin API token (default: ABLATE_TOKEN).")
 YES = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 
@@ -35,7 +33,7 @@ def exclude(
     run_id: int = typer.Argument(..., min=1),
     reason: str = typer.Option(..., "--reason", help="Why (shown with the run and in the audit trail)."),
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """Leave a finished run out of every analysis; it stays listed, struck through, with REASON."""
     with client(server, token) as http:
@@ -48,7 +46,7 @@ def include(
     run_id: int = typer.Argument(..., min=1),
     reason: str | None = typer.Option(None, "--reason", help="Why it is back (optional)."),
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """Put an excluded run back into the analyses."""
     body = {"reason": reason} if reason is not None else {}
@@ -75,7 +73,7 @@ def delete_study(
     study_id: int = typer.Argument(..., min=1),
     yes: bool = YES,
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """Delete a study with its runs, metrics and series (refused while runs are queued or running)."""
     with client(server, token) as http:
@@ -93,7 +91,7 @@ def delete_release(
     ref: str = typer.Argument(..., metavar="IMAGE:TAG"),
     yes: bool = YES,
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """Delete a release with its studies, runs, metrics and series (refused while runs are queued or
     running). The audit record of the deletion stays."""

@@ -10,7 +10,16 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ablate.backend.cli.common import App, console, open_database, read_yaml, settings
+from ablate.backend.cli.common import (
+    DATABASE_URL,
+    SERVER,
+    TOKEN,
+    App,
+    console,
+    open_database,
+    read_yaml,
+    settings,
+)
 from ablate.backend.cli.http import client, request_json
 from ablate.backend.cli.hygiene import delete_release
 from ablate.backend.cli.serve import prepare_database
@@ -58,7 +67,7 @@ def load_release_file(path: Path) -> ReleaseCreate:
 @app.command("import")
 def import_(
     file: Path = typer.Argument(..., help="YAML: image, tag, platform, release_date, manifest, notes, ..."),
-    url: str | None = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL)."),
+    url: str | None = DATABASE_URL,
 ) -> None:
     """Create the release from FILE, or merge FILE into it: entries the file lacks are kept, what
     changed is printed."""
@@ -88,8 +97,8 @@ def list_(
     image: str | None = typer.Option(None, "--image", help="Only this image family."),
     platform: str | None = typer.Option(None, "--platform", help="Only this platform (gpu, ppu or cpu)."),
     as_json: bool = typer.Option(False, "--json", help="Print the API's JSON instead of a table."),
-    server: str | None = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL)."),
-    token: str | None = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN)."),
+    server: str | None = SERVER,
+    token: str | None = TOKEN,
 ) -> None:
     """The releases a server holds, newest first within each image."""
     params = {k: v for k, v in (("image", image), ("platform", platform)) if v}
@@ -125,7 +134,7 @@ def inspect(
     store: bool = typer.Option(
         False, "--store", help="Store what the image holds in the database, by digest."
     ),
-    url: str | None = typer.Option(None, "--url", help="Database URL (default: ABLATE_DATABASE_URL)."),
+    url: str | None = DATABASE_URL,
 ) -> None:
     """What IMAGE_REF really holds, read from its files (no Python needed inside): every site-packages
     METADATA, /etc/os-release, versioned stack libraries (NCCL/ACCL, cuDNN, ...) and SDK version files."""

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import typer
 
-from ablate.backend.cli.common import App, console, fail
+from ablate.backend.cli.common import SERVER, TOKEN, App, console, fail
 from ablate.backend.cli.http import auth_headers, describe_problem, server_url
 from ablate.backend.config import BackoffPolicy
 from ablate.backend.errors import AblateError
@@ -86,8 +86,8 @@ def post_with_retries(
 @app.command()
 def submit(
     files: list[Path] = typer.Argument(..., help="Result files (JSON)."),
-    server: str | None = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL)."),
-    token: str | None = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN)."),
+    server: str | None = SERVER,
+    token: str | None = TOKEN,
     retries: int = typer.Option(5, "--retries", min=0, help="Retries on connection errors and 5xx."),
     backoff: float = typer.Option(0.5, "--backoff", min=0.0, help="First back-off in seconds (doubles)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per request."),

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ablate.backend.cli.common import App, console, err_console, read_yaml
+from ablate.backend.cli.common import SERVER, App, console, err_console, read_yaml
 from ablate.backend.cli.http import client, describe_problem, request_json
 from ablate.backend.cli.hygiene import delete_study
 from ablate.backend.domain.states import TERMINAL_STATES
@@ -33,7 +33,6 @@ app = App(
     no_args_is_help=True,
 )
 
-SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
 TOKEN = typer.Option(None, "--token", help="API token (default: ABLATE_TOKEN); submit and cancel need admin.")
 # Exit codes of `submit --wait`: the study's outcome, so CI can gate on it; and when following ended
 # without one: the server stayed unreachable (the study goes on), or Ctrl-C.

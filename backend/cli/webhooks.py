@@ -9,14 +9,12 @@ from typing import Any
 import httpx
 import typer
 
-from ablate.backend.cli.common import App, console
+from ablate.backend.cli.common import ADMIN_TOKEN, SERVER, App, console
 from ablate.backend.cli.http import client, describe_problem, request_json
 from ablate.backend.errors import AblateError
 
 app = App(help="Webhooks: where events are POSTed (admin token).", no_args_is_help=True)
 
-SERVER = typer.Option(None, "--server", help="Server URL (default: ABLATE_SERVER_URL).")
-TOKEN = typer.Option(None, "--token", help="Admin API token (default: ABLATE_TOKEN).")
 EVENTS = ("release.regression", "release.resolved", "study.finished", "study.failed")
 
 
@@ -35,7 +33,7 @@ def add(
     description: str | None = typer.Option(None, "--description", help="What it is for."),
     as_json: bool = typer.Option(False, "--json", help="Print the server's JSON."),
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """Add a webhook. The target must resolve to public addresses unless the server allows private ones."""
     if not secret:
@@ -59,7 +57,7 @@ def add(
 def list_(
     as_json: bool = typer.Option(False, "--json", help="Print the server's JSON."),
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """Every webhook with its events (never the secret)."""
     with client(server, token) as http:
@@ -85,7 +83,7 @@ def list_(
 def remove(
     webhook_id: int = typer.Argument(..., help="The webhook's id (see `ablate webhook list`)."),
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """Remove a webhook; its deliveries not yet made are dropped."""
     with client(server, token) as http:
@@ -104,7 +102,7 @@ def deliveries(
     limit: int = typer.Option(20, "--limit", help="Newest deliveries shown."),
     as_json: bool = typer.Option(False, "--json", help="Print the server's JSON (bodies included)."),
     server: str | None = SERVER,
-    token: str | None = TOKEN,
+    token: str | None = ADMIN_TOKEN,
 ) -> None:
     """A webhook's deliveries, newest first: status, attempts, each attempt's status code or error."""
     with client(server, token) as http:

@@ -399,12 +399,7 @@ def manifest_table(c: ReleaseComparison | RunSetComparison) -> Table:
     diff = c.manifest_diff
     rows: list[tuple[str, ...]] = []
     if diff is not None:
-        for kind, items in (
-            ("added", diff.added),
-            ("removed", diff.removed),
-            ("upgraded", diff.upgraded),
-            ("downgraded", diff.downgraded),
-        ):
+        for kind, items in diff.by_kind():
             rows += [(ch.name, ch.old or NA, ch.new or NA, kind) for ch in items]
     rows.sort(key=lambda r: (r[0].lower(), r[0]))
     base = c.baseline.ref if isinstance(c, ReleaseComparison) and c.baseline else "baseline"

@@ -35,7 +35,7 @@ from ablate.backend.services.studies import get_study
 from ablate.backend.services.tokens import Principal
 from ablate.backend.services.webhooks import watch
 
-MAX_PAGE = 500
+MAX_PAGE = runs.MAX_PAGE  # paged like the run list (runs.NewestFirst)
 MAX_LISTED_IDS = 1_000  # run ids kept in a deletion's audit details
 _ACTIVE = (RunStatus.queued.value, RunStatus.running.value)
 
@@ -228,7 +228,6 @@ def list_audit(
     limit: int = 50,
 ) -> tuple[list[AuditEvent], str | None]:
     """Audit events, newest first, filtered; keyset paging on the id like the run list."""
-    limit = max(1, min(limit, MAX_PAGE))
     query = select(AuditEvent)
     if run_id is not None:
         query = query.where(AuditEvent.run_id == run_id)
@@ -239,9 +238,6 @@ def list_audit(
         query = query.where(AuditEvent.study_id == study_id)
     if action:
         query = query.where(AuditEvent.action == action)
-    if cursor:
-        query = query.where(AuditEvent.id < runs.decode_cursor(cursor))
-    events = list(session.scalars(query.order_by(AuditEvent.id.desc()).limit(limit + 1)))
-    more = len(events) > limit
-    events = events[:limit]
-    return events, (runs.encode_cursor(events[-1].id) if more and events else None)
+    page = runs.NewestFirst(AuditEvent.id, cursor, limit)
+    events, next_cursor = page.cut(session.scalars(page.query(query)).all(), lambda event: event.id)
+    return list(events), next_cursor

@@ -12,9 +12,9 @@ import binascii
 import difflib
 import json
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import numpy as np
 from sqlalchemy import Engine, Row, Select, select
@@ -41,6 +41,8 @@ from ablate.backend.services.errors import NotFound, ValidationProblem
 from ablate.backend.services.studies import progress
 
 MAX_PAGE = 500
+_Ts = TypeVarTuple("_Ts")
+_R = TypeVar("_R")
 
 
 Names = str | Sequence[str] | None
@@ -81,6 +83,31 @@ def decode_cursor(cursor: str) -> int:
         return before
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise ValidationProblem.at("cursor", "not a cursor this server handed out") from None
+
+
+@dataclass(frozen=True)
+class NewestFirst:
+    """Keyset paging on a row id, newest first (the run list, the audit log): the rows before the
+    cursor's id, ``limit`` clamped to 1..MAX_PAGE, one row more fetched to tell whether a page follows."""
+
+    key: Any  # the id column, e.g. Run.id
+    cursor: str | None
+    limit: int
+
+    @property
+    def size(self) -> int:
+        return max(1, min(self.limit, MAX_PAGE))
+
+    def query(self, query: Select[*_Ts]) -> Select[*_Ts]:
+        if self.cursor:
+            query = query.where(self.key < decode_cursor(self.cursor))
+        return query.order_by(self.key.desc()).limit(self.size + 1)
+
+    def cut(self, rows: Sequence[_R], last_id: Callable[[_R], int]) -> tuple[Sequence[_R], str | None]:
+        """The page's rows and the next page's cursor (None at the end)."""
+        more = len(rows) > self.size
+        rows = rows[: self.size]
+        return rows, (encode_cursor(last_id(rows[-1])) if more else None)
 
 
 _COLUMNS = (
@@ -181,18 +208,14 @@ def list_runs(
     session: Session, filters: RunFilters, *, cursor: str | None = None, limit: int = 50
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of runs, newest first, and the cursor of the next page (None at the end)."""
-    limit = max(1, min(limit, MAX_PAGE))
     query = _filtered(session, filters)
     if query is None:
         return [], None
-    if cursor:
-        query = query.where(Run.id < decode_cursor(cursor))
-    rows = session.execute(query.order_by(Run.id.desc()).limit(limit + 1)).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
+    page = NewestFirst(Run.id, cursor, limit)
+    rows, next_cursor = page.cut(session.execute(page.query(query)).all(), lambda row: row[0])
     if not rows:
         return [], None
-    return _items(session, rows), (encode_cursor(rows[-1][0]) if more else None)
+    return _items(session, rows), next_cursor
 
 
 def _filtered(session: Session, filters: RunFilters) -> Select[*tuple[Any, ...]] | None:

@@ -254,7 +254,7 @@ def test_many_ladders_equal_one_at_a_time():
         LadderInput(THROUGHPUT[1:], "throughput_tokens_per_s", baseline="Base"),
         LadderInput([("Base", [1.0]), ("X", [])], "throughput_tokens_per_s"),
     ]
-    batched = analyze_ladders(items, n_resamples=N_RESAMPLES, seed=3, noisy_cv=0.01)
+    batched = analyze_ladders(items, options=LadderOptions(n_resamples=N_RESAMPLES, seed=3, noisy_cv=0.01))
     raw = []
     for item, got in zip(items, batched, strict=True):
         kw = {"unit": item.unit, "baseline": item.baseline, "seed": 3, "noisy_cv": 0.01}

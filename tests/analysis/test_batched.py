@@ -10,7 +10,7 @@ import math
 import numpy as np
 from scipy import special
 
-from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
+from ablate.backend.analysis.ablation import LadderInput, LadderOptions, analyze_ladders
 from ablate.backend.analysis.moderated import (
     Prior,
     _digamma_half,
@@ -70,7 +70,7 @@ def _share_intervals_one(values: list[np.ndarray], confidence: float, seed: int)
 def test_share_intervals_of_a_release_equal_one_ladder_at_a_time():
     rng = np.random.default_rng(2029)
     ladders = _release(rng, 300)
-    analyses = analyze_ladders(ladders, n_resamples=N_RESAMPLES, seed=3)
+    analyses = analyze_ladders(ladders, options=LadderOptions(n_resamples=N_RESAMPLES, seed=3))
     checked = 0
     for item, analysis in zip(ladders, analyses, strict=True):
         chain = [v for v in analysis.variants if v.summary.n > 0]

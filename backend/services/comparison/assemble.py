@@ -321,16 +321,7 @@ def _ladders(frame: _Frame) -> tuple[LadderEntry, ...]:
                 keys.append((cluster, workload, metric))
                 inputs.append(LadderInput(rungs, metric, unit, frame.base, frame.directions.get(metric)))
     # One batched analysis for the whole release: its comparisons are one Benjamini-Hochberg family.
-    opts = frame.opts
-    analyses = analyze_ladders(
-        inputs,
-        alpha=opts.alpha,
-        confidence=opts.confidence,
-        n_resamples=opts.n_resamples,
-        seed=opts.seed,
-        noisy_cv=opts.noisy_cv,
-        min_n=opts.min_n,
-    )
+    analyses = analyze_ladders(inputs, options=frame.opts.ladder_options)
     return tuple(LadderEntry(*k, a) for k, a in zip(keys, analyses, strict=True))
 
 

@@ -4,10 +4,10 @@ charts read. They hold the analysis dataclasses themselves, so chart functions t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ablate.backend.analysis.ablation import SHARE_INTERVAL_METHOD, LadderAnalysis
+from ablate.backend.analysis.ablation import SHARE_INTERVAL_METHOD, LadderAnalysis, LadderOptions
 from ablate.backend.analysis.factorial import WELCH_EFFECT_METHOD, FactorialAnalysis, FactorialDesign
 from ablate.backend.analysis.manifest import ManifestDiff
 from ablate.backend.analysis.regression import (
@@ -113,21 +113,24 @@ class ComparisonOptions:
             moderate=self.moderated,
         )
 
+    @property
+    def ladder_options(self) -> LadderOptions:
+        """How the release's ladders are analysed: every field of :class:`LadderOptions` (the level, the
+        bootstrap, the noisy flag) is this object's field of the same name."""
+        return LadderOptions(**{f.name: getattr(self, f.name) for f in fields(LadderOptions)})
+
+    @property
+    def lookback_rule(self) -> LookbackRule:
+        """When the lookbacks and the trends of a release speak (the same rule for both)."""
+        return LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct)
+
     def trends(self, requests: Sequence[LookbackRequest]) -> list[TrendResult]:
         """The drift test of every lookback request of one release: one Benjamini-Hochberg family."""
-        return trend_many(
-            requests,
-            self.lookback,
-            rule=LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct),
-        )
+        return trend_many(requests, self.lookback, rule=self.lookback_rule)
 
     def lookbacks(self, requests: Sequence[LookbackRequest]) -> list[LookbackResult]:
         """Every lookback check of one release at once: one Benjamini-Hochberg family."""
-        return lookback_many(
-            requests,
-            self.lookback,
-            rule=LookbackRule(self.alpha, self.lookback_min_history, self.threshold_pct),
-        )
+        return lookback_many(requests, self.lookback, rule=self.lookback_rule)
 
 
 @dataclass(frozen=True)

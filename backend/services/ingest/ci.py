@@ -24,16 +24,13 @@ from ablate.backend.domain.runner import RunResult
 from ablate.backend.schemas.results import MAX_REPEAT, MetricValue, ResultIn, ResultsBatch
 from ablate.backend.services.errors import Conflict, FieldError, ProblemError, ValidationProblem
 from ablate.backend.services.ingest.catalog_ids import _CatalogLookup, catalog_ids
-from ablate.backend.services.ingest.record import apply_result
+from ablate.backend.services.ingest.record import apply_result, write_results
 from ablate.backend.services.ingest.rows import (
     Rows,
     check_directions,
     check_times,
-    pipelined,
     prepare_rows,
-    write_rows,
 )
-from ablate.backend.services.webhooks import watch
 
 
 @dataclass(frozen=True)
@@ -149,9 +146,7 @@ def submit_results(
         runs[i] = run
     _number_repeats(session, [(i, runs[i], s.repeat) for i, s, _ in todo], check=not optimistic)
     _insert_runs(session, list(runs.values()))
-    with pipelined(session):  # the rows and the release's mark in one round trip
-        write_rows(session, [(runs[i].id, rows[i]) for i, _, _ in todo])
-        watch.mark_releases(session, {run.release_id for run in runs.values()})
+    write_results(session, [(runs[i], rows[i]) for i, _, _ in todo])
     ids = [runs[i].id if i in runs else existing[str(keys[i])] for i in range(len(keys))]
     return SubmitOutcome(ids, created=True)
 

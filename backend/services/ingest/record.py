@@ -95,9 +95,7 @@ def record_run_results(
     session.execute(delete(RunMetric).where(RunMetric.run_id.in_(ids)))
     session.execute(delete(RunSeries).where(RunSeries.run_id.in_(ids)))
     session.execute(delete(RunSeriesLevel).where(RunSeriesLevel.run_id.in_(ids)))
-    with pipelined(session):  # the rows and the releases' mark in one round trip
-        write_rows(session, [(item.run.id, r) for item, r in zip(items, rows, strict=True)])
-        watch.mark_releases(session, {item.run.release_id for item in items})
+    write_results(session, [(item.run, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
         session.expire(item.run, ["metrics", "series"])
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
@@ -163,3 +161,11 @@ def apply_result(
         run.latest_throughput = throughput
     if run.status == RunStatus.succeeded and run.total_steps is not None:
         run.current_step = run.total_steps
+
+
+def write_results(session: Session, results: Sequence[tuple[Run, Rows]]) -> None:
+    """Insert the runs' metric and series rows (the runs already have their ids) and mark their
+    releases changed for the webhooks, in one round trip."""
+    with pipelined(session):
+        write_rows(session, [(run.id, rows) for run, rows in results])
+        watch.mark_releases(session, {run.release_id for run, _ in results})

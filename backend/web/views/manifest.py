@@ -21,13 +21,7 @@ def manifest_rows(diff: ManifestDiff | None, manifest: dict[str, object] | None 
         return [ManifestRow(str(k), None, str(v), "unchanged") for k, v in sorted((manifest or {}).items())]
     rows = [
         ManifestRow(c.name, c.old, c.new, kind)
-        for kind, changes in (
-            ("added", diff.added),
-            ("removed", diff.removed),
-            ("upgraded", diff.upgraded),
-            ("downgraded", diff.downgraded),
-            ("unchanged", diff.unchanged),
-        )
+        for kind, changes in diff.by_kind(unchanged=True)
         for c in changes
     ]
     return sorted(rows, key=lambda r: r.name.lower())

@@ -191,7 +191,7 @@ def _row(ladder: LadderAnalysis, v: VariantResult, where: _Where | None) -> Ladd
         ci_low=s.ci_low,
         ci_high=s.ci_high,
         cv=s.cv,
-        noisy=bool(s.n) and s.noisy,
+        noisy=s.shown_noisy,
         noisy_reasons=", ".join(s.reasons),
         speedup=speedup,
         speedup_low=speedup_low,
