@@ -231,10 +231,12 @@ def _analyze(ladders: Sequence[LadderInput], options: LadderOptions) -> list[Lad
         plans.append(_plan(item, samples, pairs))
 
     summaries = iter(
-        summarize_many(samples, noisy_cv=options.noisy_cv, min_n=options.min_n, confidence=confidence)
+        summarize_many(
+            samples, noisy_cv=options.noisy_cv, min_n=options.min_n, confidence=confidence, cleaned=True
+        )
     )
     # One family: every comparison of the batch (the ladders of one release) is BH-adjusted together.
-    comparisons = compare_many(pairs, alpha=alpha, confidence=confidence)
+    comparisons = compare_many(pairs, alpha=alpha, confidence=confidence, cleaned=True)  # _plan cleaned them
     staged = []
     for plan in plans:
         results: list[dict] = []
