@@ -224,10 +224,12 @@ def _analyze(ladders: Sequence[LadderInput], options: LadderOptions) -> list[Lad
         plans.append(_plan(item, samples, pairs))
 
     summaries = iter(
-        summarize_many(samples, noisy_cv=options.noisy_cv, min_n=options.min_n, confidence=confidence)
+        summarize_many(
+            samples, noisy_cv=options.noisy_cv, min_n=options.min_n, confidence=confidence, cleaned=True
+        )
     )
     # One family: every comparison of the batch (the ladders of one release) is BH-adjusted together.
-    comparisons = compare_many(pairs, alpha=alpha, confidence=confidence)
+    comparisons = compare_many(pairs, alpha=alpha, confidence=confidence, cleaned=True)  # _plan cleaned them
     staged = []
     for plan in plans:
         results: list[dict] = []
@@ -364,13 +366,17 @@ def share_intervals_many(
     """
     out: list[dict[str, tuple[float | None, float | None]]] = [{} for _ in ladders]
     shapes: dict[tuple[int, ...], list[tuple[int, list[dict], np.ndarray]]] = {}
+    chains = []
     for i, (results, _shares) in enumerate(ladders):
         chain = [r for r in results if r["summary"].n > 0]
-        logs = [np.log(r["values"]) for r in chain]  # sorted: order-independent sums
-        if any(y.size < 2 for y in logs):
-            continue
-        stats = np.array([(y.mean(), y.std(ddof=1), np.sqrt(y.size)) for y in logs])
-        shapes.setdefault(tuple(y.size - 1 for y in logs), []).append((i, chain, stats))
+        if all(r["values"].size >= 2 for r in chain):
+            chains.append((i, chain))
+    stats_of = _rung_stats([r["values"] for _i, chain in chains for r in chain])
+    at = 0
+    for i, chain in chains:
+        stats = stats_of[at : at + len(chain)]
+        at += len(chain)
+        shapes.setdefault(tuple(r["values"].size - 1 for r in chain), []).append((i, chain, stats))
     tail = (1.0 - confidence) / 2.0 * 100.0
     for dfs, members in shapes.items():
         rng = np.random.default_rng(seed)
@@ -384,6 +390,22 @@ def share_intervals_many(
             with np.errstate(divide="ignore", invalid="ignore"):
                 for j in range(1, len(dfs)):
                     _share_percentiles(part, j, (draws[:, j] - draws[:, j - 1]) / total, tail, ladders, out)
+    return out
+
+
+def _rung_stats(rungs: Sequence[np.ndarray]) -> np.ndarray:
+    """(mean, sd, sqrt(n)) of the logs of every rung (sorted values: order-independent sums), one row
+    each: the rungs of one size as one array, each row's mean and sd the numbers numpy gives that row
+    alone (the same reduction along the row), without three calls per rung."""
+    out = np.empty((len(rungs), 3))
+    by_size: dict[int, list[int]] = {}
+    for k, values in enumerate(rungs):
+        by_size.setdefault(int(values.size), []).append(k)
+    for n, rows in by_size.items():
+        logs = np.log(np.stack([rungs[k] for k in rows]))
+        out[rows, 0] = logs.mean(axis=1)
+        out[rows, 1] = logs.std(axis=1, ddof=1)
+        out[rows, 2] = np.sqrt(n)
     return out
 
 

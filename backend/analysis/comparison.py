@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -83,14 +84,21 @@ def compare_many(
     alpha: float = 0.05,
     confidence: float = 0.95,
     adjust: bool = True,
+    cleaned: bool = False,
 ) -> list[Comparison]:
     """:func:`compare_samples` of many pairs; with ``adjust`` their p-values are Benjamini-Hochberg
-    adjusted as one family (the comparisons of one release), and ``significant`` reads q."""
-    cleaned = [(clean_values(p.contender), clean_values(p.reference)) for p in pairs]
-    tests, adjusted, method = welch_family([WelchInput(c, r) for c, r in cleaned], confidence, adjust=adjust)
+    adjusted as one family (the comparisons of one release), and ``significant`` reads q.
+    ``cleaned``: every sample is already a :func:`clean_values` array (not cleaned again)."""
+    sides = [
+        (cast(np.ndarray, p.contender), cast(np.ndarray, p.reference))
+        if cleaned
+        else (clean_values(p.contender), clean_values(p.reference))
+        for p in pairs
+    ]
+    tests, adjusted, method = welch_family([WelchInput(c, r) for c, r in sides], confidence, adjust=adjust)
     return [
         _comparison(p, c, r, t, q, alpha, method)
-        for p, (c, r), t, q in zip(pairs, cleaned, tests, adjusted, strict=True)
+        for p, (c, r), t, q in zip(pairs, sides, tests, adjusted, strict=True)
     ]
 
 

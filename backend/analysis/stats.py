@@ -23,6 +23,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from scipy import special, stats
@@ -225,9 +226,11 @@ def summarize_many(
     noisy_cv: float = 0.05,
     min_n: int = 3,
     confidence: float = 0.95,
+    cleaned: bool = False,
 ) -> list[Summary]:
-    """:func:`summarize` of many samples, the logs of all in one call."""
-    arrays = [clean_values(v) for v in samples]
+    """:func:`summarize` of many samples, the logs of all in one call. ``cleaned``: every sample is
+    already a :func:`clean_values` array (not cleaned again)."""
+    arrays = [cast(np.ndarray, v) if cleaned else clean_values(v) for v in samples]
     logged = [a for a in arrays if a.size >= 2 and a[0] > 0]
     logs = np.log(np.concatenate(logged)).tolist() if logged else []
     out, at = [], 0

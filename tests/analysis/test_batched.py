@@ -42,7 +42,7 @@ def _release(rng: np.random.Generator, ladders: int) -> list[LadderInput]:
     for _ in range(ladders):
         rungs = []
         for j, name in enumerate(LADDER[: int(rng.integers(2, 6))]):
-            size = int(rng.choice([0, 1, 2, 3, 5, 5, 8]))
+            size = int(rng.choice([0, 1, 2, 3, 5, 5, 8, 13]))
             gain = 1.0 + 0.08 * j * float(rng.choice([1.0, -1.0, 0.01]))
             rungs.append((name, (1000.0 * gain * np.exp(rng.normal(0, 0.02, size))).tolist()))
         out.append(LadderInput(rungs, str(rng.choice(["throughput_tokens_per_s", "step_time_s"]))))

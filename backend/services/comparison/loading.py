@@ -11,12 +11,13 @@ still being listed as left out.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import case, literal, select
+from sqlalchemy import Text, case, cast, literal, select
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
@@ -66,8 +67,21 @@ def load_rows(
 ) -> Rows:
     """The runs of ``release_ids`` (else the runs ``run_ids``) and their metrics; with ``cells``, only
     runs whose cluster, workload and variant are among the cells' names (a superset of the cells
-    when there are several: the caller picks its cells by name)."""
-    query = select(
+    when there are several: the caller picks its cells by name).
+
+    Two narrow queries rather than one join: a run's columns once (not once per metric) and each
+    metric's four, both in run id order, so the values of a cell come in the order the runs were
+    recorded whatever the tables' physical order."""
+    which = [Run.release_id.in_(list(release_ids))] if release_ids else [Run.id.in_(list(run_ids))]
+    if cells is not None:
+        # Ids by subquery: the index on (release, cluster, workload, variant) then reads only these cells.
+        for column, model, names in (
+            (Run.cluster_id, Cluster, {c[0] for c in cells}),
+            (Run.workload_id, Workload, {c[1] for c in cells}),
+            (Run.variant_id, Variant, {c[2] for c in cells}),
+        ):
+            which.append(column.in_(select(model.id).where(model.name.in_(sorted(names)))))
+    runs = select(
         Run.id,
         Run.release_id,
         Run.cluster_id,
@@ -77,34 +91,65 @@ def load_rows(
         ANALYSED_STATUS,
         Run.failure_kind,
         Run.study_id,
-        RunMetric.name,
-        RunMetric.value,
-        RunMetric.unit,
-        RunMetric.better,
         Run.provenance["host_busy"].as_string(),  # in the same query: no statement of its own
-    ).outerjoin(RunMetric, RunMetric.run_id == Run.id)
-    if release_ids:
-        query = query.where(Run.release_id.in_(list(release_ids)))
-    else:
-        query = query.where(Run.id.in_(list(run_ids)))
-    if cells is not None:
-        # Ids by subquery: the index on (release, cluster, workload, variant) then reads only these cells.
-        for column, model, names in (
-            (Run.cluster_id, Cluster, {c[0] for c in cells}),
-            (Run.workload_id, Workload, {c[1] for c in cells}),
-            (Run.variant_id, Variant, {c[2] for c in cells}),
-        ):
-            query = query.where(column.in_(select(model.id).where(model.name.in_(sorted(names)))))
+    ).where(*which)
+    metrics = (
+        select(RunMetric.run_id, RunMetric.name, RunMetric.value, RunMetric.unit, RunMetric.better)
+        .where(RunMetric.run_id.in_(select(Run.id).where(*which)))
+        .order_by(RunMetric.run_id, RunMetric.name)  # the (run, name) unique index's order
+    )
     rows = Rows()
     # Core rows, not ORM entities: tens of thousands of tuples load several times faster.
-    result = session.connection().execute(query).all()  # one bulk fetch, not a fetch per row
-    for rid, rel, cl, wl, var, rep, status, kind, study, name, value, unit, better, busy in result:
-        rows.runs[rid] = RunRow(rel, cl, wl, var, rep, status, kind, study, busy == "true")
-        if name is not None:
-            rows.metrics[rid][name] = (float(value), unit)
-            if better is not None:
-                rows.directions.setdefault(name, better)
+    connection = session.connection()
+    by_id = rows.runs
+    for rid, rel, cl, wl, var, rep, status, kind, study, busy in connection.execute(runs.order_by(Run.id)):
+        by_id[rid] = RunRow(rel, cl, wl, var, rep, status, kind, study, busy == "true")
+    values = rows.metrics
+    directions = rows.directions
+    for rid, name, value, unit, better in connection.execute(metrics).all():
+        if rid not in by_id:  # a run recorded between the two statements
+            continue
+        values[rid][name] = (float(value), unit)
+        if better is not None and name not in directions:
+            directions[name] = better
     return rows
+
+
+class EnvRow(NamedTuple):
+    """A run of the release as its environment notes read it (the JSON columns decoded)."""
+
+    run_id: int
+    variant_id: int
+    status: str
+    environment: dict[str, Any] | None
+    provenance: dict[str, Any] | None
+    error: str | None
+
+
+def load_env_rows(session: Session, release_id: int) -> list[EnvRow]:
+    """Every run of the release with its environment and provenance, each distinct JSON text decoded
+    once: a release's thousands of runs share a handful of environments (one decode per run was most
+    of this query's cost). The dicts are shared between runs: read them, never change them."""
+    query = select(
+        Run.id,
+        Run.variant_id,
+        ANALYSED_STATUS,
+        cast(Run.environment, Text),
+        cast(Run.provenance, Text),
+        ANALYSED_ERROR,
+    ).where(Run.release_id == release_id)
+    decoded: dict[str | None, Any] = {None: None}
+
+    def load(text: str | None) -> Any:
+        found = decoded.get(text, decoded)
+        if found is decoded:
+            found = decoded[text] = json.loads(text)  # type: ignore[arg-type]  # None is in decoded
+        return found
+
+    return [
+        EnvRow(rid, var, status, load(env), load(prov), err)
+        for rid, var, status, env, prov, err in session.connection().execute(query)
+    ]
 
 
 def keep_same_session_baseline(rows: Rows, release_id: int, baseline_id: int) -> list[int]:

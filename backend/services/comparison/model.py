@@ -381,7 +381,7 @@ class ReleaseComparison:
         longer to make than the kept build takes to find)."""
         texts: dict[int | None, str] = self.__dict__.setdefault("_texts", {})  # not a field: eq ignores it
         if indent not in texts:
-            texts[indent] = json_text(self.json_body(), indent=indent)
+            texts[indent] = json_text(self.json_body(), indent=indent, native=True)
         return texts[indent]
 
     def json_body(self) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """One release against its baseline release: database rows -> analysis inputs -> :class:`ReleaseComparison`.
 
 Loading is a fixed number of queries whatever the size of the release: the release, its image
-family, one query joining runs and run_metrics for the release and its baseline, one narrow query
-for the lookback releases (succeeded runs, analysed metrics only), one for the release's run
-environments, and one per catalog table in use. Only succeeded runs enter the statistics; every
-other run is counted per cell and reported as missing.
+family, two for the runs of the release and its baseline (the runs, then their metrics), one narrow
+query for the lookback releases (succeeded runs, analysed metrics only), one for the release's run
+environments (each distinct JSON text decoded once), and one per catalog table in use. Only
+succeeded runs enter the statistics; every other run is counted per cell and reported as missing.
 
 The analysis runs once per build, batched: every ladder of the release in one
 ``analyze_ladders`` call, every release-over-release check in one ``compare_releases_many`` call
@@ -25,17 +25,16 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ablate.backend.db.models import Release, Run, RunStatus
+from ablate.backend.db.models import Release, RunStatus
 from ablate.backend.services import adaptive, catalog, images
 from ablate.backend.services.comparison.assemble import Loaded, assemble
 from ablate.backend.services.comparison.cache import GLOBAL, WROTE, cache_for, family_versions
 from ablate.backend.services.comparison.loading import (
-    ANALYSED_ERROR,
-    ANALYSED_STATUS,
     busy_runs,
     history_values,
     keep_same_session_baseline,
     load_catalog,
+    load_env_rows,
     load_rows,
     pick_metrics,
     values_by_release,
@@ -244,11 +243,7 @@ def _build(
         by_release.update(older)
         if verdict_values is not by_release:
             verdict_values.update(older)
-        env_rows = session.execute(
-            select(
-                Run.id, Run.variant_id, ANALYSED_STATUS, Run.environment, Run.provenance, ANALYSED_ERROR
-            ).where(Run.release_id == release.id)
-        ).all()
+        env_rows = load_env_rows(session, release.id)
         digests = {
             d
             for _r, _v, status, _e, prov, _x in env_rows
