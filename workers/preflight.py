@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -228,10 +229,21 @@ def probe_ppus(visible: Sequence[str] | None = None) -> list[Device] | None:
     return visible_subset(devices, _visible(visible))
 
 
+HOST_FREE_REUSE_S = 1.0  # a reading of the host's free memory serves the runs of the next second
+_host_free: list[tuple[float, int]] = []  # (when, bytes), this process's last reading
+
+
 def host_free_bytes() -> int:
+    """The host's available memory, read at most once per HOST_FREE_REUSE_S in this process (short runs
+    back to back on one worker would otherwise read /proc/meminfo once each)."""
     import psutil
 
-    return int(psutil.virtual_memory().available)
+    now = time.monotonic()
+    if _host_free and now - _host_free[0][0] < HOST_FREE_REUSE_S:
+        return _host_free[0][1]
+    free = int(psutil.virtual_memory().available)
+    _host_free[:] = [(now, free)]
+    return free
 
 
 # --- the check ----------------------------------------------------------------------------------

@@ -99,11 +99,26 @@ def served_clusters(
     """The clusters a dispatcher connected to the Ray cluster at ``gcs_address`` serves: those whose
     ``ray_address`` names that cluster however it is written (see :mod:`.identity`), or none (the
     default cluster); only ``cluster_names`` when given."""
-    q = select(Cluster.id, Cluster.ray_address)
+    return [r["id"] for r in _served_rows(session, gcs_address, joined=joined, cluster_names=cluster_names)]
+
+
+def _served_rows(
+    session: Session, gcs_address: str, *, joined: str = "", cluster_names: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """The served clusters' rows (see :func:`served_clusters`), with what a claim reads of their demand."""
+    q = select(
+        Cluster.id,
+        Cluster.ray_address,
+        Cluster.accelerator,
+        Cluster.resource_name,
+        Cluster.devices_per_node,
+        Cluster.name,
+    )
     if cluster_names:
         q = q.where(Cluster.name.in_(list(cluster_names)))
-    rows = [(r.id, r.ray_address) for r in session.execute(q)]
-    return identity.served_ids(rows, gcs_address, joined=joined)
+    rows = {r.id: r._asdict() for r in session.execute(q)}
+    pairs = [(i, r["ray_address"]) for i, r in rows.items()]
+    return [rows[i] for i in identity.served_ids(pairs, gcs_address, joined=joined)]
 
 
 def claim_runs(
@@ -123,13 +138,14 @@ def claim_runs(
     if limit <= 0:
         return []
     serving = serving or Serving()
-    served = served_clusters(
+    rows = _served_rows(
         session, serving.gcs_address, joined=serving.joined, cluster_names=serving.cluster_names
     )
+    served = [r["id"] for r in rows]
     if not served:
         return []
     claim = _Claim(owner, limit, lease_s, now or utcnow())
-    if device_claiming is not None and _any_on_devices(session, served):
+    if device_claiming is not None and _any_on_devices(rows):
         return _claim_with_devices(session, claim, served, device_claiming)
     return _claim_queued(session, claim, served)
 
@@ -193,16 +209,12 @@ def clear_waiting_for_ray(session: Session, served: Sequence[int]) -> None:
     )
 
 
-def _any_on_devices(session: Session, served: list[int]) -> bool:
-    """Whether any served cluster runs on devices (else the plain claim, one statement, is enough)."""
-    rows = session.execute(
-        select(Cluster.accelerator, Cluster.resource_name, Cluster.devices_per_node, Cluster.name).where(
-            Cluster.id.in_(served)
-        )
-    ).all()
+def _any_on_devices(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether any served cluster (its row) runs on devices (else the plain claim, one statement, is
+    enough)."""
     for r in rows:
         try:
-            demand = demand_for(r._asdict())
+            demand = demand_for({k: v for k, v in r.items() if k not in ("id", "ray_address")})
         except ValueError:
             continue
         if device_resource(demand) is not None:

@@ -6,11 +6,12 @@ One loop, one thread, no SQL in Ray. Each iteration it
    their latest progress, and stops any run the UPDATE no longer matched (cancelled, or its lease
    lost); every ``lease_s / 3`` it also re-queues runs of dead dispatchers whose lease expired;
 2. waits briefly on Ray for finished node tasks;
-3. in one transaction, records the runs that finished as one batch through
-   :func:`ablate.backend.services.ingest.record_run_results` (guarded by their leases), then claims as many
-   queued runs as it has free slots (``max_concurrent_runs``), in ``queue_order``; after the commit it
-   checks that the Ray cluster could ever place each claimed run (else it fails at once, naming what
-   is missing), and submits it: one task per node, in a STRICT_SPREAD placement group for multi-node.
+3. claims as many queued runs as it has free slots (``max_concurrent_runs``), in ``queue_order``;
+   after the commit it checks that the Ray cluster could ever place each claimed run (else it fails at
+   once, naming what is missing), and submits it: one task per node, in a STRICT_SPREAD placement
+   group for multi-node;
+4. then, in a second transaction (Ray runs the new runs meanwhile), records the runs that finished as
+   one batch through :func:`ablate.backend.services.ingest.record_run_results` (guarded by their leases).
 
 Infrastructure failures (crashed or killed worker, OOM, failed preflight) go back to the queue with
 ``attempt + 1`` until ``max_attempts``; a benchmark that failed by itself, or timed out, is recorded.
@@ -235,8 +236,9 @@ class Dispatcher:
         )
 
     def _record_and_claim(self) -> tuple[int, int]:
-        """One transaction: record the finished runs, then claim as many queued runs as there are free
-        slots; submit those to Ray once it committed. Returns (recorded, claimed)."""
+        """Claim as many queued runs as there are free slots and submit them to Ray once that committed;
+        then, in a second transaction, record the finished runs. Claiming first keeps Ray busy with the
+        new runs while the results are written. Returns (recorded, claimed)."""
         now = time.monotonic()
         finished, waiting = self.backoff.hold(self.watcher.take_finished(), now)
         due = self.backoff.due(now)
@@ -246,22 +248,35 @@ class Dispatcher:
         if not outcomes and not waiting and not released and free <= 0:
             return 0, 0
         try:
-            with self.database.transaction() as session:
-                self._hand_back_devices(session, released)  # first: the claim below may reuse them
-                backoff.note_waiting(session, self.owner, waiting)
-                studies = self.recorder.record(session, outcomes) if outcomes else set()
-                claimed, claimed_studies = self._claim(session, free) if free > 0 else ([], set())
-                # Once for both: a study is "running" from its first claimed run, and finished with
-                # its last recorded one.
-                refresh_study_statuses(session, studies | claimed_studies)
+            claimed = self._claim_and_submit(released, free)
+            if outcomes or waiting:
+                with self.database.transaction() as session:
+                    backoff.note_waiting(session, self.owner, waiting)
+                    studies = self.recorder.record(session, outcomes) if outcomes else set()
+                    # a study is finished with its last recorded run
+                    refresh_study_statuses(session, studies)
         except BaseException:
             self.watcher.put_back(finished)  # not recorded: try again next iteration
             self.backoff.put_back(due, now)
+            raise
+        return len(outcomes), claimed
+
+    def _claim_and_submit(self, released: list[tuple[int, int, str, bool]], free: int) -> int:
+        """Hand back the devices of node tasks that ended, claim up to ``free`` runs, and submit those
+        once the claim committed; returns how many were claimed."""
+        if not released and free <= 0:
+            return 0
+        try:
+            with self.database.transaction() as session:
+                self._hand_back_devices(session, released)  # first: the claim below may reuse them
+                claimed, claimed_studies = self._claim(session, free) if free > 0 else ([], set())
+                refresh_study_statuses(session, claimed_studies)  # "running" from its first claimed run
+        except BaseException:
             self.watcher.released = released + self.watcher.released
             raise
         for ex in claimed:
             self.watcher.add(ex)
-        return len(outcomes), len(claimed)
+        return len(claimed)
 
     def _claim(self, session: Session, free: int) -> tuple[list[Execution], set[int]]:
         got = claims.claim_runs(

@@ -24,10 +24,17 @@ import time
 import psutil
 
 ACTIVE_POLL_S = 0.2
+# "idle" is said only once no run started for this long: a worker running short runs back to back
+# writes (and wakes its reaper) once, not twice per run; between them the reaper keeps polling.
+IDLE_AFTER_S = 1.0
 
 _started: subprocess.Popen[str] | None = None  # the launcher; its stdin pipe reaches the reaper
 _reaper: int | None = None  # the detached reaper's pid
 _lock = threading.Lock()
+_state_lock = threading.Lock()  # orders "active" and "idle" on the pipe
+_active = [False]  # what the reaper was told last
+_idle_due: list[float | None] = [None]  # when "idle" is said, unless a run starts first
+_idler: list[threading.Thread] = []
 
 
 def _alive(pid: int | None) -> bool:
@@ -59,6 +66,7 @@ def ensure_started() -> None:
     with _lock:
         if _started is not None and _alive(_reaper):
             return
+        _active[0] = False  # a new reaper starts idle
         launcher = subprocess.Popen(
             [sys.executable, "-m", "ablate.workers.dispatch.reaper", str(os.getpid())],
             stdin=subprocess.PIPE,
@@ -76,12 +84,33 @@ def ensure_started() -> None:
 
 
 def active() -> None:
+    """A run starts on this worker: the reaper records its processes from now on."""
     ensure_started()
-    _send("active")
+    with _state_lock:
+        _idle_due[0] = None
+        if not _active[0]:
+            _active[0] = True
+            _send("active")
 
 
 def idle() -> None:
-    _send("idle")
+    """The run ended: the reaper stops polling IDLE_AFTER_S from now, unless another run starts first."""
+    with _state_lock:
+        _idle_due[0] = time.monotonic() + IDLE_AFTER_S
+        if not _idler or not _idler[0].is_alive():
+            _idler[:] = [threading.Thread(target=_idle_later, name="ablate-reaper-idle", daemon=True)]
+            _idler[0].start()
+
+
+def _idle_later() -> None:
+    while True:
+        time.sleep(IDLE_AFTER_S / 4)
+        with _state_lock:
+            due = _idle_due[0]
+            if due is not None and time.monotonic() >= due:
+                _idle_due[0] = None
+                _active[0] = False
+                _send("idle")
 
 
 _container_clients: set[str] = set()

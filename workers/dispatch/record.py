@@ -1,6 +1,6 @@
 """Recording finished executions: queue the retryable ones again, record the rest as one batch.
 
-Runs inside the dispatcher's recording transaction (the same one that claims the next runs). Results go
+Runs inside the dispatcher's recording transaction (after the one that claims the next runs). Results go
 through :func:`ablate.backend.services.ingest.record_run_results`, the ingest behind
 ``POST /api/v1/results``, guarded by the runs' leases: a run cancelled or taken over meanwhile records
 nothing. Study statuses are left to the caller, which refreshes them once per transaction.
