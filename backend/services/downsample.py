@@ -30,9 +30,11 @@ def minmax_downsample(
     lows = np.concatenate([interior, np.full(pad, np.inf)]).reshape(buckets, size)
     highs = np.concatenate([interior, np.full(pad, -np.inf)]).reshape(buckets, size)
     offsets = np.arange(buckets) * size + 1
-    keep = np.unique(
+    keep = np.sort(
         np.concatenate([np.array([0, n - 1]), offsets + lows.argmin(axis=1), offsets + highs.argmax(axis=1)])
     )
+    # np.unique of a sorted array, without its hashing (a third of the cost here)
+    keep = keep[np.concatenate(([True], keep[1:] != keep[:-1]))]
     return steps[keep], values[keep]
 
 

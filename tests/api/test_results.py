@@ -8,11 +8,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import numpy as np
+import orjson
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import func, select
 
-from ablate.backend.api.routes.results import _long_digits
+from ablate.backend.api.routes.results import _misread, _parse
 from ablate.backend.db.models import Cluster, Run, RunMetric, RunSeries
+from ablate.backend.schemas.results import ResultsBatch, compact_series
 from tests.api.conftest import auth, make_token
 from tests.api.helpers import CLUSTER, REF, RELEASE, assert_problem, create_release, result, snapshot
 from tests.support.live_server import LiveServer, start_live_server
@@ -168,16 +172,51 @@ def test_integers_beyond_64_bits_are_refused_the_same_whatever_their_length(
     assert snapshot(live_server.database) == before
 
 
-@pytest.mark.parametrize("run", [18, 19, 20, 27, 28, 29])
-def test_long_digit_runs_are_found_wherever_they_start(run: int) -> None:
-    # The scan looks at whole aligned blocks of 10 digits first: a run must be found at every offset.
-    for before in range(12):
-        for after in range(12):
-            body = b"[" * before + b"7" * run + b"]" * after
-            assert _long_digits(body) is (run >= 19), (before, run, after)
-    assert _long_digits(b"") is False
-    assert _long_digits(b"1" * 19) is True
-    assert _long_digits(b"1234567890.123456789,1234567890") is False
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else str(value)
+
+
+def _outcome(parse: Any, body: bytes) -> Any:
+    """What a parse gives, comparable: the batch as plain JSON values, or the schema's errors."""
+    try:
+        batch = parse(body)
+    except ValidationError as exc:
+        return exc.errors(include_url=False)
+    return json.loads(json.dumps(batch.model_dump(mode="python", warnings=False), default=_plain))
+
+
+def _by_json_module(body: bytes) -> ResultsBatch:
+    return ResultsBatch.model_validate(json.loads(body, object_hook=compact_series))
+
+
+@pytest.mark.parametrize("big", [2**64, -(2**63) - 1, 10**30, 2**64 - 1, -(2**63)])
+@pytest.mark.parametrize("where", ["repeat", "metric", "provenance", "steps", "values"])
+def test_long_integers_parse_as_the_json_module_reads_them(big: int, where: str) -> None:
+    # orjson reads an integer beyond 64 bits as a float: such a parse goes the json module's way, and
+    # whatever the way, the schema sees what the json module gives (exact integers).
+    one = result()
+    if where == "repeat":
+        one["repeat"] = big
+    elif where == "metric":
+        one["metrics"]["step_time_s"] = big
+    elif where == "provenance":
+        one["provenance"]["build"] = big
+    else:
+        one["series"]["step_time_s"][where][1] = big
+    body = json.dumps({"results": [one]}).encode()
+    assert str(big) in body.decode()
+    assert _outcome(lambda b: _parse([bytearray(b)]), body) == _outcome(_by_json_module, body)
+    beyond = not -(2**63) <= big <= 2**64 - 1
+    assert _misread(orjson.loads(body)) is beyond
+
+
+def test_misread_looks_everywhere() -> None:
+    assert _misread({"results": [result()]}) is False
+    assert _misread({"a": [1, {"b": [2.0, -9.3e18]}]}) is True
+    assert _misread({"a": np.array([1.0, 9.3e18])}) is True
+    assert _misread({"a": np.array([1.0, -1e18]), "b": np.array([], dtype=np.float64)}) is False
+    assert _misread([float("inf")]) is True
+    assert _misread([2**70]) is False  # an exact integer is read right by both
 
 
 def test_bad_json_and_empty_batch(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:

@@ -7,9 +7,10 @@ module here, its series lists then becoming numpy arrays; it briefly holds about
 Python objects. A larger one is parsed by the json module with each step series becoming numpy
 arrays as soon as it is parsed (:func:`~ablate.backend.schemas.results.compact_series`), so it peaks
 at about 3x its body (``benchmarks/ingest_memory.py``). A body orjson refuses (NaN, Infinity)
-or may misread (integers beyond 64 bits, which the json module reads for the schema to refuse at their
-exact place) goes the second way too. The token check, parsing and storing run in one trip to the
-thread pool, so a large batch never blocks the event loop.
+or may have misread (a float of 2**63 or more in its parse: orjson reads an integer beyond 64 bits as
+one, the json module exactly, for the schema to refuse at its place) goes the second way too. The
+token check, parsing and storing run in one trip to the thread pool, so a large batch never blocks
+the event loop.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from starlette.concurrency import run_in_threadpool
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
 from ablate.backend.db.models import TokenScope
-from ablate.backend.schemas.common import MAX_JSON_INT
 from ablate.backend.schemas.results import ResultsBatch, SubmitResponse, compact_series
 from ablate.backend.services import ingest
 from ablate.backend.services.errors import ProblemError, ValidationProblem
@@ -59,24 +59,30 @@ class MalformedJson(ProblemError):
 # (at most 16 MiB a request), against 2.5x the body for the json module and its hook.
 FAST_BODY = 1024 * 1024
 # orjson reads an integer beyond 64 bits as a float, silently (above 2**64 - 1, and already below
-# -2**63 with 19 digits): a body with as many digits in a row as the largest integer the schemas take
-# goes the json module's way, which keeps such integers exact for the schema and ingest to refuse at
-# their place.
-_LONG_DIGITS = len(str(MAX_JSON_INT))
+# -2**63): such a float is at least this large. A body whose parse holds one goes the json module's way,
+# which keeps such integers exact for the schema and ingest to refuse at their place.
+_MISREAD = float(2**63)
 
 
-def _long_digits(body: bytes | bytearray) -> bool:
-    """Whether ``body`` has :data:`_LONG_DIGITS` ASCII digits in a row. With numpy, not a regex: a
-    regex tries each digit of a run as a start, 17 ms for a 1 MiB body of numbers against 1 ms here."""
-    digit = np.frombuffer(body, dtype=np.uint8) - np.uint8(ord("0")) < 10  # uint8 wraps below "0"
-    # A run of 2w - 1 digits holds a whole block [kw, kw + w) whatever its start: bodies without such a
-    # block (most: results rarely have 10 digits in a row) are answered without finding every run.
-    w = (_LONG_DIGITS + 1) // 2
-    whole = digit.size // w * w
-    if not digit[:whole].reshape(-1, w).all(axis=1).any():
-        return False
-    gaps = np.diff(np.flatnonzero(~digit), prepend=-1, append=digit.size)  # k digits: a gap of k + 1
-    return int(gaps.max()) > _LONG_DIGITS
+def _misread(data: Any) -> bool:
+    """Whether orjson's parse ``data`` (series already arrays) holds a float of magnitude 2**63 or more
+    (or not finite): where orjson may have read an integer beyond 64 bits. A walk of the parsed values,
+    not of the body: the series' arrays are checked whole, and the rest of a result is a few dozen values
+    (a scan of the body for long digit runs took 1.5 ms for ten results)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not -_MISREAD < item < _MISREAD:
+                return True
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is np.ndarray and item.dtype.kind == "f" and item.size:
+            stack.append(float(np.abs(item).max()))
+    return False
 
 
 def _compact_parsed(data: Any) -> None:
@@ -94,15 +100,17 @@ def _compact_parsed(data: Any) -> None:
 def _parse(holder: list[bytearray]) -> ResultsBatch:
     """The batch from the body in ``holder`` (emptied: the bytes are freed once decoded)."""
     body = holder.pop()
-    if len(body) <= FAST_BODY and not _long_digits(body):
+    if len(body) <= FAST_BODY:
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
             pass  # the json module below reads what orjson refuses, or names the problem
         else:
-            del body
             _compact_parsed(data)
-            return ResultsBatch.model_validate(data)
+            if not _misread(data):
+                del body
+                return ResultsBatch.model_validate(data)
+            del data
     try:
         text = body.decode("utf-8")
         del body

@@ -118,6 +118,7 @@ def submit_results(
     token_scope: str | None,
     idempotency_key: str | None,
     optimistic: bool = False,
+    commit: bool = False,
 ) -> SubmitOutcome:
     """Store a CI batch as one run per result, or return the runs a first identical submission created.
 
@@ -125,6 +126,9 @@ def submit_results(
     first (the unique index on ``runs.idempotency_key`` refuses a repeat) and takes catalog ids from
     this process's cache. A repeat, a stale cached id or a concurrent winner then fails with an
     :class:`IntegrityError`, after which the caller asks again without ``optimistic``.
+
+    ``commit``: the batch's rows end the caller's transaction, its ``COMMIT`` sent with them (one
+    round trip fewer on PostgreSQL, :func:`~.rows.commit_in_pipeline`); the caller writes nothing after.
     """
     keys = result_keys(batch, idempotency_key)
     existing = {} if optimistic else _existing_runs(session, keys)
@@ -146,7 +150,7 @@ def submit_results(
         runs[i] = run
     _number_repeats(session, [(i, runs[i], s.repeat) for i, s, _ in todo], check=not optimistic)
     _insert_runs(session, list(runs.values()))
-    write_results(session, [(runs[i], rows[i]) for i, _, _ in todo])
+    write_results(session, [(runs[i], rows[i]) for i, _, _ in todo], commit=commit)
     ids = [runs[i].id if i in runs else existing[str(keys[i])] for i in range(len(keys))]
     return SubmitOutcome(ids, created=True)
 
@@ -292,6 +296,7 @@ def submit_results_retrying(
                 token_scope=given[0][1],
                 idempotency_key=idempotency_key,
                 optimistic=True,
+                commit=True,
             )
     except ProblemError:
         if not given or not any(k is not None for k in result_keys(given[0][0], idempotency_key)):
@@ -305,7 +310,7 @@ def submit_results_retrying(
         try:
             with database.transaction() as session:
                 return submit_results(
-                    session, batch, token_scope=token_scope, idempotency_key=idempotency_key
+                    session, batch, token_scope=token_scope, idempotency_key=idempotency_key, commit=True
                 )
         except DBAPIError as exc:
             if attempt == attempts - 1 or not _retryable(exc):

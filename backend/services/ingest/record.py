@@ -24,6 +24,7 @@ from ablate.backend.services.ingest.rows import (
     Rows,
     check_directions,
     check_times,
+    commit_in_pipeline,
     pipelined,
     prepare_rows,
     write_rows,
@@ -163,9 +164,12 @@ def apply_result(
         run.current_step = run.total_steps
 
 
-def write_results(session: Session, results: Sequence[tuple[Run, Rows]]) -> None:
+def write_results(session: Session, results: Sequence[tuple[Run, Rows]], *, commit: bool = False) -> None:
     """Insert the runs' metric and series rows (the runs already have their ids) and mark their
-    releases changed for the webhooks, in one round trip."""
+    releases changed for the webhooks, in one round trip; with ``commit`` the transaction's
+    ``COMMIT`` goes in that round trip too (:func:`~.rows.commit_in_pipeline`)."""
     with pipelined(session):
         write_rows(session, [(run.id, rows) for run, rows in results])
         watch.mark_releases(session, {run.release_id for run, _ in results})
+        if commit:
+            commit_in_pipeline(session)
