@@ -1,8 +1,9 @@
 """Catalog entries as the comparison report and the catalog API both show them.
 
 One field list for each: the comparison's dataclasses are (or extend) these, and the API's ``*Out``
-schemas build their fields from them (schemas may not import the services; both may read here).
-The order of the fields is the order of the keys in their JSON."""
+schemas list the same fields in the same order (schemas may not import the services; both may read
+here), which tests/api/test_schema_fields.py checks. The order of the fields is the order of the
+keys in their JSON."""
 
 from __future__ import annotations
 

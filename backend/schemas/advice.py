@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from ablate.backend.analysis.checkpointing import KPrediction
-from ablate.backend.schemas.common import Out, out_fields_of
+from ablate.backend.schemas.common import Out
 
 
 class PredictionInterval(Out):
@@ -120,13 +119,19 @@ class NoiseOut(Out):
     step_time: NoiseEstimateOut
 
 
-# The analysis's prediction for one k, its measurements listed under the API's names.
-_KFields = out_fields_of(KPrediction, omit=("measured_peak_gib", "measured_step_time_s"))
-
-
-class KRowOut(_KFields):  # type: ignore[misc,valid-type]  # a base built from KPrediction's fields
+class KRowOut(Out):
     """The prediction for one number of checkpointed layers ``k``, with what was measured there."""
 
+    # The analysis's KPrediction, in its order, its measurements listed under the API's names
+    # (tests/api/test_schema_fields.py fails when the two lists part).
+    ckpt_layers: int
+    peak_memory_gib: float
+    low_gib: float
+    high_gib: float
+    fits: bool
+    throughput_ratio: float
+    throughput_ratio_low: float
+    throughput_ratio_high: float
     measured_peak_memory_gib: list[float]
     measured_step_time_s: list[float]
 

@@ -9,11 +9,10 @@ and content (finite numbers only).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from datetime import UTC, date, datetime
-from typing import Annotated, Any, TypeVar, get_type_hints
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 from pydantic import (
@@ -26,7 +25,6 @@ from pydantic import (
     Field,
     StringConstraints,
     Tag,
-    create_model,
 )
 
 # The databases' INTEGER primary keys (PostgreSQL int4): larger ids cannot exist, and binding one
@@ -254,17 +252,3 @@ class Strict(BaseModel):
 
 class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
-
-
-def out_fields_of(source: type, *, omit: tuple[str, ...] = (), base: type[Out] = Out) -> type[Out]:
-    """An :class:`Out` base carrying a lower layer's plain dataclass's fields (names, types, order,
-    defaults) but those in ``omit``, after ``base``'s own: a schema that serves that result subclasses
-    it, so its field list has one home. The base's own name never reaches the OpenAPI document (only
-    its subclass is used)."""
-    hints = get_type_hints(source)
-    spec: dict[str, Any] = {
-        f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
-        for f in dataclasses.fields(source)
-        if f.name not in omit
-    }
-    return create_model(f"{source.__name__}Fields", __base__=base, **spec)
