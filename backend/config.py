@@ -11,6 +11,14 @@ import platformdirs
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ablate.backend.domain.statistics import (
+    ALPHA,
+    LOOKBACK_MIN_HISTORY,
+    LOOKBACK_RELEASES,
+    NOISY_CV,
+    THRESHOLD_PCT,
+)
+
 
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("ablate", appauthor=False))
@@ -134,17 +142,19 @@ class Settings(BaseSettings):
         "(nobody left to confirm) only after this grace past the lease's expiry.",
     )
     noisy_cv: float = Field(
-        default=0.05, description="Coefficient of variation above which a result is noisy."
+        default=NOISY_CV, description="Coefficient of variation above which a result is noisy."
     )
     regression_threshold: float = Field(
-        default=0.03, description="Relative change a release-over-release verdict needs (0.03 = 3%)."
+        default=THRESHOLD_PCT / 100,
+        description="Relative change a release-over-release verdict needs (0.03 = 3%).",
     )
-    significance_alpha: float = Field(default=0.05, description="Significance level of every test.")
+    significance_alpha: float = Field(default=ALPHA, description="Significance level of every test.")
     lookback_releases: int = Field(
-        default=5, description="Earlier releases the lookback prediction interval compares against (K)."
+        default=LOOKBACK_RELEASES,
+        description="Earlier releases the lookback prediction interval compares against (K).",
     )
     lookback_min_history: int = Field(
-        default=4,
+        default=LOOKBACK_MIN_HISTORY,
         ge=2,
         description="Earlier releases with data the lookback needs before it gives a verdict.",
     )

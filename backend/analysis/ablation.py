@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ablate.backend.analysis.comparison import BASELINE_SPEEDUP, Comparison, Pair, compare_many
-from ablate.backend.analysis.stats import DEFAULT_N_RESAMPLES, Summary, clean_values, summarize_many
+from ablate.backend.analysis.stats import Summary, clean_values, summarize_many
 from ablate.backend.domain.metrics import Direction, describe_metric
+from ablate.backend.domain.statistics import ALPHA, CONFIDENCE, MIN_N, N_RESAMPLES, NOISY_CV, SEED
 
 _ZERO_LOG_GAIN = 1e-9
 # Conservative: it covers 95-100% below 10 repeats (98-99.7% at n = 3-5), so it is labelled ">= 95%".
@@ -106,12 +107,12 @@ class LadderOptions:
     share intervals (``n_resamples`` draws, seeded), and when a rung's summary is flagged noisy
     (``noisy_cv``, ``min_n``; see :func:`~ablate.backend.analysis.stats.summarize`)."""
 
-    alpha: float = 0.05
-    confidence: float = 0.95
-    n_resamples: int = DEFAULT_N_RESAMPLES
-    seed: int = 0
-    noisy_cv: float = 0.05
-    min_n: int = 3
+    alpha: float = ALPHA
+    confidence: float = CONFIDENCE
+    n_resamples: int = N_RESAMPLES
+    seed: int = SEED
+    noisy_cv: float = NOISY_CV
+    min_n: int = MIN_N
 
 
 def analyze_ladder(

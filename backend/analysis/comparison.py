@@ -27,6 +27,7 @@ from ablate.backend.analysis.stats import (
 )
 from ablate.backend.analysis.welch import WelchInput, WelchLog, capped_note, welch_family
 from ablate.backend.domain.metrics import Direction
+from ablate.backend.domain.statistics import ALPHA, CONFIDENCE
 
 TEST_NAME = WELCH_LOG_TEST
 INTERVAL_METHOD = WELCH_LOG_INTERVAL
@@ -81,8 +82,8 @@ class Pair:
 def compare_many(
     pairs: Sequence[Pair],
     *,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
     adjust: bool = True,
     cleaned: bool = False,
 ) -> list[Comparison]:
@@ -109,8 +110,8 @@ def compare_samples(
     *,
     contender_name: str = "contender",
     reference_name: str = "reference",
-    alpha: float = 0.05,
-    confidence: float = 0.95,
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
 ) -> Comparison:
     """Oriented ratio of geometric means, its Welch interval and p-value (no adjustment: one test)."""
     pair = Pair(contender, reference, direction, contender_name, reference_name)

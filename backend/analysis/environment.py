@@ -28,6 +28,7 @@ from ablate.backend.analysis.regression import ReleasePair
 from ablate.backend.analysis.stats import clean_values
 from ablate.backend.analysis.welch import WelchInput, WelchLog, welch_log_many
 from ablate.backend.domain.metrics import describe_metric
+from ablate.backend.domain.statistics import ALPHA, THRESHOLD_PCT
 
 COMMON_SHIFT_METHOD = (
     "every rung past the threshold in one direction with its own p < alpha, and Welch's "
@@ -65,7 +66,7 @@ def _welch_heterogeneity(d: Sequence[float], se: Sequence[float], df: Sequence[f
 
 
 def common_shift(
-    pairs: Sequence[ReleasePair], *, threshold_pct: float = 3.0, alpha: float = 0.05
+    pairs: Sequence[ReleasePair], *, threshold_pct: float = THRESHOLD_PCT, alpha: float = ALPHA
 ) -> CommonShift:
     """Whether the rungs ``pairs`` (one cluster, workload and metric; old and new values each)
     all moved alike. Raises ValueError when the pairs do not share one metric."""
@@ -73,7 +74,7 @@ def common_shift(
 
 
 def common_shifts(
-    groups: Sequence[Sequence[ReleasePair]], *, threshold_pct: float = 3.0, alpha: float = 0.05
+    groups: Sequence[Sequence[ReleasePair]], *, threshold_pct: float = THRESHOLD_PCT, alpha: float = ALPHA
 ) -> list[CommonShift]:
     """:func:`common_shift` of each group of rungs, the Welch tests of all of them in one batch."""
     if any(len({p.metric for p in pairs}) > 1 for pairs in groups):

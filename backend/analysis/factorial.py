@@ -39,6 +39,7 @@ from ablate.backend.analysis.stats import (
     t_two_sided_p,
 )
 from ablate.backend.domain.metrics import Direction, MetricDef, describe_metric
+from ablate.backend.domain.statistics import CONFIDENCE
 
 MAX_FACTORS = 12
 WELCH_EFFECT_METHOD = "t-interval, welch-satterthwaite standard error per contrast (log scale)"
@@ -238,7 +239,7 @@ def analyze_factorial(
     *,
     unit: str | None = None,
     factors: Sequence[str] | None = None,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     better: str | None = None,
 ) -> FactorialAnalysis:
     """Effects of each factor. A cell is (variant name or set of factors on, values).

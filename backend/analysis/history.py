@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ablate.backend.analysis.stats import SUMMARY_CI_METHOD, summarize_many
+from ablate.backend.domain.statistics import CONFIDENCE, MIN_N, NOISY_CV
 
 # What a release's verdict is filed under, as the release page counts it (ReleaseDelta.summary_verdict).
 VERDICTS: tuple[str, ...] = ("regressed", "suspect", "improved", "unchanged", "not testable", "not compared")
@@ -52,7 +53,11 @@ class History:
 
 
 def release_history(
-    inputs: Sequence[HistoryInput], *, confidence: float = 0.95, noisy_cv: float = 0.05, min_n: int = 3
+    inputs: Sequence[HistoryInput],
+    *,
+    confidence: float = CONFIDENCE,
+    noisy_cv: float = NOISY_CV,
+    min_n: int = MIN_N,
 ) -> History:
     """The summary of each release's values (in the order given) with its verdict.
 

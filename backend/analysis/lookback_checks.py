@@ -25,6 +25,7 @@ from ablate.backend.analysis.stats import (
     t_two_sided_p_many,
 )
 from ablate.backend.domain.metrics import Direction, describe_metric
+from ablate.backend.domain.statistics import ALPHA, THRESHOLD_PCT
 
 LOOKBACK_METHOD = "prediction interval of the next release median: t with K-1 df, factor sqrt(1+1/K)"
 
@@ -77,9 +78,9 @@ class LookbackRule:
     """When a lookback or trend check speaks and what it claims (module doc): at least
     ``min_history`` earlier releases, a change of at least ``threshold_pct`` and q < ``alpha``."""
 
-    alpha: float = 0.05
+    alpha: float = ALPHA
     min_history: int = 4
-    threshold_pct: float = 3.0
+    threshold_pct: float = THRESHOLD_PCT
 
 
 def lookback_many(

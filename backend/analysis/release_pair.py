@@ -43,6 +43,7 @@ from ablate.backend.analysis.stats import (
 )
 from ablate.backend.analysis.welch import WelchInput, WelchLog, capped_note, welch_family
 from ablate.backend.domain.metrics import Direction, describe_metric
+from ablate.backend.domain.statistics import ALPHA, CONFIDENCE, THRESHOLD_PCT
 
 Verdict = Literal["improved", "regressed", "unchanged", "not testable"]
 TEST_NAME = WELCH_LOG_TEST
@@ -109,18 +110,18 @@ class VerdictRule:
     """What a verdict of one batch of comparisons needs (module doc): the minimum change in percent,
     the level q must stay below, the confidence of the interval, and how q was adjusted."""
 
-    threshold_pct: float = 3.0
-    alpha: float = 0.05
-    confidence: float = 0.95
+    threshold_pct: float = THRESHOLD_PCT
+    alpha: float = ALPHA
+    confidence: float = CONFIDENCE
     adjustment: str = BH_METHOD
 
 
 def compare_releases_many(
     pairs: Sequence[ReleasePair],
     *,
-    threshold_pct: float = 3.0,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
+    threshold_pct: float = THRESHOLD_PCT,
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
     adjust: bool = True,
     moderate: bool = False,
 ) -> list[RegressionResult]:
@@ -173,9 +174,9 @@ def compare_releases(
     metric: str,
     *,
     unit: str | None = None,
-    threshold_pct: float = 3.0,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
+    threshold_pct: float = THRESHOLD_PCT,
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
 ) -> RegressionResult:
     """Compare the repeats of the new release (``contender``) with the previous one (``baseline``);
     one comparison, so q equals p."""

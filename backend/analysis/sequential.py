@@ -50,6 +50,7 @@ from scipy import special
 
 from ablate.backend.analysis.moderated import GUARD_P, MAX_PRIOR_DF, MIN_SIDES
 from ablate.backend.domain.metrics import Direction
+from ablate.backend.domain.statistics import THRESHOLD_PCT
 
 SEQUENTIAL_METHOD = (
     "group-sequential student-t on log values (pooled variance, moderated toward the workload's prior "
@@ -81,7 +82,7 @@ class SequentialDesign:
     # change) leaves no room under the 1.5% goal.
     alpha_rho: float = 1.5
     beta_rho: float = 0.5  # < 1 spends early: an unchanged comparison stops sooner
-    threshold_pct: float = 3.0  # the smallest change called regressed/improved (as regression.py)
+    threshold_pct: float = THRESHOLD_PCT  # the smallest change called regressed/improved (as regression.py)
     margin_pct: float = 4.5  # "unchanged" means inside +-margin (below the 5% change it must not hide)
     # The guard's one-sided level (moderated.GUARD_P, the release verdict's before its floor): a
     # comparison noisier than the prior beyond it keeps its own variance. A fifth of equal-noise

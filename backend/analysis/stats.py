@@ -28,10 +28,7 @@ from typing import cast
 import numpy as np
 from scipy import special, stats
 
-# Draws of the parametric bootstrap of contribution shares (ablation.py): the Monte-Carlo error of
-# a 2.5% tail point is sqrt(0.025 * 0.975 / 2000) = 0.35 percentage points of probability. The seed
-# stays fixed: the same data gives the same interval.
-DEFAULT_N_RESAMPLES = 2000
+from ablate.backend.domain.statistics import CONFIDENCE, MIN_N, NOISY_CV
 
 
 @dataclass(frozen=True)
@@ -171,7 +168,7 @@ def scaled_mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
 
 
 def log_t_interval(
-    arr: np.ndarray, confidence: float = 0.95, moments: tuple[float, float] | None = None
+    arr: np.ndarray, confidence: float = CONFIDENCE, moments: tuple[float, float] | None = None
 ) -> tuple[float | None, float | None]:
     """t-interval of exp(mean(log x)) for a sorted sample: the median when log-noise is symmetric.
 
@@ -192,7 +189,7 @@ def log_t_interval(
 
 
 def cv_upper_bound(
-    arr: np.ndarray, confidence: float = 0.95, moments: tuple[float, float] | None = None
+    arr: np.ndarray, confidence: float = CONFIDENCE, moments: tuple[float, float] | None = None
 ) -> float | None:
     """One-sided upper confidence bound of the coefficient of variation of a sorted sample.
 
@@ -223,9 +220,9 @@ def sample_moments(arr: np.ndarray, logs: list[float] | None = None) -> tuple[fl
 def summarize_many(
     samples: Sequence[Sequence[float] | np.ndarray],
     *,
-    noisy_cv: float = 0.05,
-    min_n: int = 3,
-    confidence: float = 0.95,
+    noisy_cv: float = NOISY_CV,
+    min_n: int = MIN_N,
+    confidence: float = CONFIDENCE,
     cleaned: bool = False,
 ) -> list[Summary]:
     """:func:`summarize` of many samples, the logs of all in one call. ``cleaned``: every sample is
@@ -248,9 +245,9 @@ def summarize_many(
 def summarize(
     values: Sequence[float],
     *,
-    noisy_cv: float = 0.05,
-    min_n: int = 3,
-    confidence: float = 0.95,
+    noisy_cv: float = NOISY_CV,
+    min_n: int = MIN_N,
+    confidence: float = CONFIDENCE,
 ) -> Summary:
     """Median, mean, spread and a t-interval of the median on log values; flags samples too small
     or noisy. Noisy means the median-unbiased CV (the 50% one-sided chi-square bound) exceeds

@@ -28,6 +28,7 @@ from ablate.backend.analysis.stats import (
     WELCH_LOG_TEST,
     family_q_values,
 )
+from ablate.backend.domain.statistics import CONFIDENCE
 
 
 class WelchLog(NamedTuple):
@@ -63,7 +64,7 @@ _Sides = tuple[float, float, float, float]
 def welch_log(
     c: np.ndarray,
     r: np.ndarray,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     *,
     extra_var: float = 0.0,
     extra_df: float | None = None,
@@ -105,7 +106,7 @@ def welch_family(
     return tests, *family_q_values(raw, adjust)
 
 
-def welch_log_many(pairs: Sequence[WelchInput], confidence: float = 0.95) -> list[WelchLog | None]:
+def welch_log_many(pairs: Sequence[WelchInput], confidence: float = CONFIDENCE) -> list[WelchLog | None]:
     """:func:`welch_log` of every pair, the element-wise steps as arrays over the batch (module doc)."""
     out: list[WelchLog | None] = [None] * len(pairs)
     testable = [i for i, p in enumerate(pairs) if _testable(p.c, p.r)]

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from ablate.backend.cli.http import describe_problem
+from ablate.backend.domain.statistics import CONFIDENCE
 from ablate.backend.errors import AblateError
 from ablate.backend.reports.markdown import escape_md
 from ablate.backend.web.links import RunsLink, runs_url
@@ -109,7 +110,7 @@ def gate(comparison: dict[str, Any], fail_on: str) -> GateResult:
         baseline=baseline,
         fail_on=fail_on,
         failed=any(c.verdict in failing for c in flagged),
-        confidence=float((comparison.get("method") or {}).get("confidence") or 0.95),
+        confidence=float((comparison.get("method") or {}).get("confidence") or CONFIDENCE),
         counts=counts,
         flagged=flagged,
         pending_runs=pending_runs(comparison),

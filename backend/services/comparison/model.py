@@ -26,12 +26,22 @@ from ablate.backend.analysis.regression import (
 )
 from ablate.backend.analysis.stats import (
     BH_METHOD,
-    DEFAULT_N_RESAMPLES,
     MODERATED_LOG_TEST,
     NOISY_METHOD,
     SUMMARY_CI_METHOD,
 )
 from ablate.backend.domain.catalog import ReleaseHead, WorkloadInfo
+from ablate.backend.domain.statistics import (
+    ALPHA,
+    CONFIDENCE,
+    LOOKBACK_MIN_HISTORY,
+    LOOKBACK_RELEASES,
+    MIN_N,
+    N_RESAMPLES,
+    NOISY_CV,
+    SEED,
+    THRESHOLD_PCT,
+)
 from ablate.backend.services.comparison.jsontext import fields_of, json_text, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -54,16 +64,16 @@ MEMORY_METRICS: tuple[str, ...] = ("peak_memory_gib", "peak_memory_reserved_gib"
 class ComparisonOptions:
     """Thresholds and statistical settings; stored in the result so a report states its method."""
 
-    threshold_pct: float = 3.0
-    alpha: float = 0.05
-    confidence: float = 0.95
-    n_resamples: int = DEFAULT_N_RESAMPLES
-    seed: int = 0
-    lookback: int = 5
+    threshold_pct: float = THRESHOLD_PCT
+    alpha: float = ALPHA
+    confidence: float = CONFIDENCE
+    n_resamples: int = N_RESAMPLES
+    seed: int = SEED
+    lookback: int = LOOKBACK_RELEASES
     # The lookback speaks only with this many earlier releases (2-3 gave 22-42% false alarms).
-    lookback_min_history: int = 4
-    noisy_cv: float = 0.05
-    min_n: int = 3
+    lookback_min_history: int = LOOKBACK_MIN_HISTORY
+    noisy_cv: float = NOISY_CV
+    min_n: int = MIN_N
     # None: the primary and memory metric the release has (see PRIMARY_METRICS, MEMORY_METRICS).
     metrics: tuple[str, ...] | None = None
     # Runs measured on a busy host (provenance host_busy) enter the release-over-release verdicts and
