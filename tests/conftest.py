@@ -23,6 +23,36 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile("suite")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `--dist loadfile` the files go out in the order `pytest_collection_modifyitems` gives
+    them, not xdist's own (largest file first): see there."""
+    if getattr(config.option, "dist", "no") == "loadfile":
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In xdist workers: files with a slow test first, then by test count, largest first. The last
+    file to start decides when a two-worker run ends; a slow file started late left one core idle for
+    minutes. Every worker sorts the same collection the same way, as xdist requires."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow: set[str] = set()
+    count: dict[str, int] = {}
+    for item in items:
+        path = str(item.path)
+        count[path] = count.get(path, 0) + 1
+        if item.get_closest_marker("slow") is not None:
+            slow.add(path)
+    first_seen = {path: i for i, path in enumerate(dict.fromkeys(str(it.path) for it in items))}
+    items.sort(
+        key=lambda it: (
+            str(it.path) not in slow,
+            -count[str(it.path)],
+            first_seen[str(it.path)],
+        )
+    )
+
+
 @pytest.fixture(scope="session")
 def db_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseFactory]:
     with database_factory(tmp_path_factory.mktemp("databases")) as factory:

@@ -241,7 +241,12 @@ def test_a_disk_fault_that_clears_during_the_backoff_lets_the_retry_succeed(
         assert "refused a write" in str(run.error) and str(run.error).startswith("attempt 1 failed (")
         blocker.unlink()  # the fault clears
         blocker.mkdir()
-        wait_for(lambda: runs_of(database, study)[0].status != "running", 120, "the retry to finish")
+        # a run is briefly "queued" between its requeue and the retry's claim: wait for an end state
+        wait_for(
+            lambda: runs_of(database, study)[0].status in ("succeeded", "failed"),
+            120,
+            "the retry to finish",
+        )
     finally:
         dispatcher.stop()
     (run,) = runs_of(database, study)
