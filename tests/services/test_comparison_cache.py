@@ -255,3 +255,34 @@ def test_each_database_has_its_own_cache(standard: Database, database: Database)
             assert cache_for(s) is not mine
     finally:
         other.dispose()
+
+
+def _versions(database: Database) -> dict[int, int]:
+    from ablate.backend.db.models import ComparisonVersion
+
+    with database.read() as s:
+        return {row.release_id: row.version for row in s.scalars(select(ComparisonVersion))}
+
+
+def test_one_transaction_over_two_releases_changes_both_versions(standard: Database) -> None:
+    """PostgreSQL bumps a release's version once per transaction (migration 0017): a transaction
+    that writes many rows of two releases, and a later one that writes one of them again, each give
+    every release they wrote a new version, and a kept read builds afresh."""
+    before = _kept(standard)
+    releases = sorted({r.release for r in before.runs})
+    assert len(releases) >= 2
+    with standard.read() as s:
+        ids = {r.ref: r.id for r in s.scalars(select(Release)) if r.ref in releases}
+    assert set(ids) == set(releases)
+    versions = _versions(standard)
+    with standard.transaction() as s:
+        s.execute(update(Run).where(Run.release_id.in_(ids.values())).values(attempt=Run.attempt + 1))
+        s.execute(update(RunMetric).values(value=RunMetric.value))
+    once = _versions(standard)
+    assert all(once[rid] != versions.get(rid) for rid in ids.values()), (versions, once)
+    assert _build(standard).deltas is not before.deltas
+    with standard.transaction() as s:
+        s.execute(update(Run).where(Run.release_id == ids[REF]).values(attempt=Run.attempt + 1))
+    twice = _versions(standard)
+    assert twice[ids[REF]] != once[ids[REF]]
+    assert all(twice[rid] == once[rid] for ref, rid in ids.items() if ref != REF)
