@@ -31,17 +31,7 @@ from ablate.backend.analysis.stats import (
     SUMMARY_CI_METHOD,
 )
 from ablate.backend.domain.catalog import ReleaseHead, WorkloadInfo
-from ablate.backend.domain.statistics import (
-    ALPHA,
-    CONFIDENCE,
-    LOOKBACK_MIN_HISTORY,
-    LOOKBACK_RELEASES,
-    MIN_N,
-    N_RESAMPLES,
-    NOISY_CV,
-    SEED,
-    THRESHOLD_PCT,
-)
+from ablate.backend.domain.statistics import LOOKBACK_MIN_HISTORY, LOOKBACK_RELEASES, THRESHOLD_PCT
 from ablate.backend.services.comparison.jsontext import fields_of, json_text, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -61,19 +51,16 @@ MEMORY_METRICS: tuple[str, ...] = ("peak_memory_gib", "peak_memory_reserved_gib"
 
 
 @dataclass(frozen=True)
-class ComparisonOptions:
-    """Thresholds and statistical settings; stored in the result so a report states its method."""
+class ComparisonOptions(LadderOptions):
+    """Thresholds and statistical settings; stored in the result so a report states its method.
+
+    The level, the bootstrap and the noisy flag (``alpha``, ``confidence``, ``n_resamples``, ``seed``,
+    ``noisy_cv``, ``min_n``) are :class:`LadderOptions`' fields: the ladders are analysed with them."""
 
     threshold_pct: float = THRESHOLD_PCT
-    alpha: float = ALPHA
-    confidence: float = CONFIDENCE
-    n_resamples: int = N_RESAMPLES
-    seed: int = SEED
     lookback: int = LOOKBACK_RELEASES
     # The lookback speaks only with this many earlier releases (2-3 gave 22-42% false alarms).
     lookback_min_history: int = LOOKBACK_MIN_HISTORY
-    noisy_cv: float = NOISY_CV
-    min_n: int = MIN_N
     # None: the primary and memory metric the release has (see PRIMARY_METRICS, MEMORY_METRICS).
     metrics: tuple[str, ...] | None = None
     # Runs measured on a busy host (provenance host_busy) enter the release-over-release verdicts and
@@ -125,8 +112,7 @@ class ComparisonOptions:
 
     @property
     def ladder_options(self) -> LadderOptions:
-        """How the release's ladders are analysed: every field of :class:`LadderOptions` (the level, the
-        bootstrap, the noisy flag) is this object's field of the same name."""
+        """How the release's ladders are analysed: the :class:`LadderOptions` fields of this object."""
         return LadderOptions(**{f.name: getattr(self, f.name) for f in fields(LadderOptions)})
 
     @property
