@@ -3,7 +3,7 @@ charts read. They hold the analysis dataclasses themselves, so chart functions t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -289,6 +289,21 @@ class MethodInfo:
 
 
 @dataclass(frozen=True)
+class ClusterLadders:
+    """Which ladders a release shows of one cluster, the dashboard's and the report's one decision
+    (:meth:`ReleaseComparison.cluster_ladders`): workload -> ladder of the primary and the memory metric
+    (None: the release has no such metric); ``waterfalls``: each ladder is read as a ladder (its
+    waterfall, its steps). A factorial design is not: its waterfall would credit each factor with its
+    position in the order, so the primary metric's ``effects`` say what each is worth on its own
+    (None: not a factorial, or no primary metric)."""
+
+    primary: dict[str, LadderAnalysis] | None
+    memory: dict[str, LadderAnalysis] | None
+    waterfalls: bool
+    effects: dict[str, FactorialAnalysis] | None
+
+
+@dataclass(frozen=True)
 class ReleaseComparison:
     """Everything about one release against its baseline; ``to_json_dict()`` is the API body."""
 
@@ -344,6 +359,22 @@ class ReleaseComparison:
         return {
             e.workload: e.analysis for e in self.factorials if e.cluster == cluster and e.metric == metric
         }
+
+    def cluster_ladders(self, cluster: str, workloads: Collection[str] | None = None) -> ClusterLadders:
+        """What the release shows of ``cluster`` (see :class:`ClusterLadders`); ``workloads``: only those."""
+
+        def shown(by_workload: dict[str, Any]) -> dict[str, Any]:
+            return {w: a for w, a in by_workload.items() if workloads is None or w in workloads}
+
+        primary, memory = self.primary_metric, self.memory_metric
+        return ClusterLadders(
+            primary=shown(self.ladder_map(cluster, primary)) if primary else None,
+            memory=shown(self.ladder_map(cluster, memory)) if memory else None,
+            waterfalls=self.factorial_design is None,
+            effects=shown(self.factorial_map(cluster, primary))
+            if self.factorial_design is not None and primary
+            else None,
+        )
 
     def verdict_counts(self, metric: str | None = None) -> dict[str, int]:
         counts = dict.fromkeys(
