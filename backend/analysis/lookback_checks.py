@@ -128,11 +128,19 @@ _Stats = tuple[Direction, list[float], float | None, float | None, float | None,
 
 def _with_p_values(parts: list[_Stats]) -> list[_Stats]:
     """The p-values of the checks with a finite t (left None by :func:`_lookback_stats`), as one batch."""
-    need = [i for i, (*_x, t, p) in enumerate(parts) if t is not None and p is None]
-    ps = t_two_sided_p_many([parts[i][4] or 0.0 for i in need], [len(parts[i][1]) - 1 for i in need])
-    for i, p in zip(need, ps, strict=True):
-        parts[i] = (*parts[i][:5], p)
-    return parts
+    ps = _batch_p_values([p[4] for p in parts], [p[5] for p in parts], [len(p[1]) - 1 for p in parts])
+    return [(*part[:5], p) for part, p in zip(parts, ps, strict=True)]
+
+
+def _batch_p_values(
+    ts: Sequence[float | None], ps: Sequence[float | None], dfs: Sequence[int]
+) -> list[float | None]:
+    """``ps`` with each None beside a t filled in: the two-sided t-test's p at ``dfs``, all in one batch
+    (the lookback's and the trend's statistics leave those p-values None)."""
+    need = [i for i, (t, p) in enumerate(zip(ts, ps, strict=True)) if t is not None and p is None]
+    found = t_two_sided_p_many([ts[i] or 0.0 for i in need], [dfs[i] for i in need])
+    filled = dict(zip(need, found, strict=True))
+    return [filled.get(i, p) for i, p in enumerate(ps)]
 
 
 def _lookback_stats(r: LookbackRequest, k: int, min_history: int) -> _Stats:
@@ -287,14 +295,11 @@ def trend_many(
     """The drift test of every lookback request (the same inputs), adjusted as one family."""
     alpha, min_history, threshold_pct = rule.alpha, rule.min_history, rule.threshold_pct
     stats = [_trend_stats(r, k, min_history) for r in requests]
-    need = [i for i, (*_x, p) in enumerate(stats) if p is None]
-    ps = t_two_sided_p_many([stats[i][2] for i in need], [len(stats[i][0]) - 2 for i in need])
-    filled = dict(zip(need, ps, strict=True))
-    parts = [(pts, s, t, filled[i] if p is None else p) for i, (pts, s, t, p) in enumerate(stats)]
-    raw = [None if math.isnan(p) else p for *_x, p in parts]
+    ps = _batch_p_values([s[2] for s in stats], [s[3] for s in stats], [len(s[0]) - 2 for s in stats])
+    raw = [None if p is None or math.isnan(p) else p for p in ps]
     adjusted, _ = family_q_values(raw, adjust)
     out = []
-    for r, (points, slope, t, p), q in zip(requests, parts, adjusted, strict=True):
+    for r, (points, slope, t, _), p, q in zip(requests, stats, raw, adjusted, strict=True):
         direction = r.direction
         sign = 1.0 if direction == "higher" else -1.0
         reasons: list[str] = []
@@ -323,7 +328,7 @@ def trend_many(
                 change_pct=finite_or_none(change),
                 improvement_pct=finite_or_none(improvement),
                 t=finite_or_none(t),
-                p_value=None if math.isnan(p) else p,
+                p_value=p,
                 q_value=q,
                 alpha=alpha,
                 threshold_pct=threshold_pct,

@@ -99,8 +99,8 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
     for ci, cluster in enumerate(c.clusters):
         items: list[Chart] = []
         where: _Where = {"release": c.release.ref, "cluster": cluster.name}
-        prim = c.ladder_map(cluster.name, c.primary_metric) if c.primary_metric else {}
-        mem = c.ladder_map(cluster.name, c.memory_metric) if c.memory_metric else {}
+        shown = c.cluster_ladders(cluster.name)
+        prim, mem = shown.primary or {}, shown.memory or {}
         p = f"c{ci}"
         if c.primary_metric:
             repeats = c.repeat_map(cluster.name, c.primary_metric)
@@ -114,13 +114,10 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
             if prim:
                 fig = charts.throughput_vs_memory(prim, mem, **where, colors=colors)
                 items.append(_chart(f"{p}-tput-mem", fig))
-        if c.factorial_design is not None and c.primary_metric:
-            # A factorial's waterfall would credit each factor with its position in the order: the
-            # effects chart says what each is worth on its own (as on the dashboard).
-            effects = c.factorial_map(cluster.name, c.primary_metric)
-            items.append(_chart(f"{p}-factorial", factorial_effects(effects, **where)))
+        if shown.effects is not None:
+            items.append(_chart(f"{p}-factorial", factorial_effects(shown.effects, **where)))
         for wi, (workload, ladder) in enumerate(prim.items()):
-            if c.factorial_design is None:
+            if shown.waterfalls:
                 fig = charts.contribution_waterfall(ladder, **where, workload=workload, colors=colors)
                 items.append(_chart(f"{p}-w{wi}-waterfall", fig))
             if c.lookback_releases and c.primary_metric:

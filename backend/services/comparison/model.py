@@ -3,7 +3,7 @@ charts read. They hold the analysis dataclasses themselves, so chart functions t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -31,17 +31,7 @@ from ablate.backend.analysis.stats import (
     SUMMARY_CI_METHOD,
 )
 from ablate.backend.domain.catalog import ReleaseHead, WorkloadInfo
-from ablate.backend.domain.statistics import (
-    ALPHA,
-    CONFIDENCE,
-    LOOKBACK_MIN_HISTORY,
-    LOOKBACK_RELEASES,
-    MIN_N,
-    N_RESAMPLES,
-    NOISY_CV,
-    SEED,
-    THRESHOLD_PCT,
-)
+from ablate.backend.domain.statistics import LOOKBACK_MIN_HISTORY, LOOKBACK_RELEASES, THRESHOLD_PCT
 from ablate.backend.services.comparison.jsontext import fields_of, json_text, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -61,19 +51,16 @@ MEMORY_METRICS: tuple[str, ...] = ("peak_memory_gib", "peak_memory_reserved_gib"
 
 
 @dataclass(frozen=True)
-class ComparisonOptions:
-    """Thresholds and statistical settings; stored in the result so a report states its method."""
+class ComparisonOptions(LadderOptions):
+    """Thresholds and statistical settings; stored in the result so a report states its method.
+
+    The level, the bootstrap and the noisy flag (``alpha``, ``confidence``, ``n_resamples``, ``seed``,
+    ``noisy_cv``, ``min_n``) are :class:`LadderOptions`' fields: the ladders are analysed with them."""
 
     threshold_pct: float = THRESHOLD_PCT
-    alpha: float = ALPHA
-    confidence: float = CONFIDENCE
-    n_resamples: int = N_RESAMPLES
-    seed: int = SEED
     lookback: int = LOOKBACK_RELEASES
     # The lookback speaks only with this many earlier releases (2-3 gave 22-42% false alarms).
     lookback_min_history: int = LOOKBACK_MIN_HISTORY
-    noisy_cv: float = NOISY_CV
-    min_n: int = MIN_N
     # None: the primary and memory metric the release has (see PRIMARY_METRICS, MEMORY_METRICS).
     metrics: tuple[str, ...] | None = None
     # Runs measured on a busy host (provenance host_busy) enter the release-over-release verdicts and
@@ -125,8 +112,7 @@ class ComparisonOptions:
 
     @property
     def ladder_options(self) -> LadderOptions:
-        """How the release's ladders are analysed: every field of :class:`LadderOptions` (the level, the
-        bootstrap, the noisy flag) is this object's field of the same name."""
+        """How the release's ladders are analysed: the :class:`LadderOptions` fields of this object."""
         return LadderOptions(**{f.name: getattr(self, f.name) for f in fields(LadderOptions)})
 
     @property
@@ -303,6 +289,21 @@ class MethodInfo:
 
 
 @dataclass(frozen=True)
+class ClusterLadders:
+    """Which ladders a release shows of one cluster, the dashboard's and the report's one decision
+    (:meth:`ReleaseComparison.cluster_ladders`): workload -> ladder of the primary and the memory metric
+    (None: the release has no such metric); ``waterfalls``: each ladder is read as a ladder (its
+    waterfall, its steps). A factorial design is not: its waterfall would credit each factor with its
+    position in the order, so the primary metric's ``effects`` say what each is worth on its own
+    (None: not a factorial, or no primary metric)."""
+
+    primary: dict[str, LadderAnalysis] | None
+    memory: dict[str, LadderAnalysis] | None
+    waterfalls: bool
+    effects: dict[str, FactorialAnalysis] | None
+
+
+@dataclass(frozen=True)
 class ReleaseComparison:
     """Everything about one release against its baseline; ``to_json_dict()`` is the API body."""
 
@@ -358,6 +359,22 @@ class ReleaseComparison:
         return {
             e.workload: e.analysis for e in self.factorials if e.cluster == cluster and e.metric == metric
         }
+
+    def cluster_ladders(self, cluster: str, workloads: Collection[str] | None = None) -> ClusterLadders:
+        """What the release shows of ``cluster`` (see :class:`ClusterLadders`); ``workloads``: only those."""
+
+        def shown(by_workload: dict[str, Any]) -> dict[str, Any]:
+            return {w: a for w, a in by_workload.items() if workloads is None or w in workloads}
+
+        primary, memory = self.primary_metric, self.memory_metric
+        return ClusterLadders(
+            primary=shown(self.ladder_map(cluster, primary)) if primary else None,
+            memory=shown(self.ladder_map(cluster, memory)) if memory else None,
+            waterfalls=self.factorial_design is None,
+            effects=shown(self.factorial_map(cluster, primary))
+            if self.factorial_design is not None and primary
+            else None,
+        )
 
     def verdict_counts(self, metric: str | None = None) -> dict[str, int]:
         counts = dict.fromkeys(

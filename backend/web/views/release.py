@@ -316,25 +316,20 @@ def _section(
 ) -> ClusterSection:
     section = ClusterSection(cluster.name, cluster.accelerator, cluster.device_model)
     ref = comp.release.ref
+    shown = comp.cluster_ladders(cluster.name, workloads)
 
-    def bars(metric: str, draw: Callable[..., Any], kind: str) -> dict[str, LadderAnalysis]:
+    def bars(ladders: dict[str, LadderAnalysis], metric: str, draw: Callable[..., Any], kind: str) -> None:
         """The shown workloads' ladders of ``metric``, drawn as one bar chart of the section if any."""
-        ladders = {
-            w: lad
-            for w, lad in comp.ladder_map(cluster.name, metric).items()
-            if workloads is None or w in workloads
-        }
         if ladders:
             repeats = comp.repeat_map(cluster.name, metric)
             fig = draw(ladders, release=ref, cluster=cluster.name, colors=colors, repeats=repeats)
             section.charts.append(chart_of(fig, slug(kind, cluster.name), kind))
-        return ladders
 
-    if comp.primary_metric:
-        primary = bars(comp.primary_metric, charts.ablation_bars, "ablation")
-        for workload, ladder in primary.items():
+    if shown.primary is not None and comp.primary_metric:
+        bars(shown.primary, comp.primary_metric, charts.ablation_bars, "ablation")
+        for workload, ladder in shown.primary.items():
             table = ladder_table(cluster.name, workload, ladder, ref)
-            if comp.factorial_design is not None:
+            if not shown.waterfalls:
                 table.ladder = False  # the factorial section below says what each factor is worth
             else:
                 fig = charts.contribution_waterfall(
@@ -342,22 +337,17 @@ def _section(
                 )
                 table.waterfall_html = charts.figure_to_div(fig, slug("waterfall", cluster.name, workload))
             section.tables.append(table)
-        if comp.factorial_design is not None:
-            effects = {
-                w: fa
-                for w, fa in comp.factorial_map(cluster.name, comp.primary_metric).items()
-                if workloads is None or w in workloads
-            }
-            if effects:
-                fig = factorial_effects(effects, release=ref, cluster=cluster.name)
-                section.factorial_charts.append(chart_of(fig, slug("factorial", cluster.name), "factorial"))
-                section.factorial_tables += [
-                    factorial_table(comp, cluster.name, w, fa) for w, fa in effects.items()
-                ]
-    if comp.memory_metric:
-        for workload, ladder in bars(comp.memory_metric, charts.memory_bars, "memory").items():
+        if shown.effects:
+            fig = factorial_effects(shown.effects, release=ref, cluster=cluster.name)
+            section.factorial_charts.append(chart_of(fig, slug("factorial", cluster.name), "factorial"))
+            section.factorial_tables += [
+                factorial_table(comp, cluster.name, w, fa) for w, fa in shown.effects.items()
+            ]
+    if shown.memory is not None and comp.memory_metric:
+        bars(shown.memory, comp.memory_metric, charts.memory_bars, "memory")
+        for workload, ladder in shown.memory.items():
             table = ladder_table(cluster.name, workload, ladder, ref)
-            table.ladder = comp.factorial_design is None
+            table.ladder = shown.waterfalls
             section.memory_tables.append(table)
     return section
 
