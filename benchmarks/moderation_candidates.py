@@ -1,7 +1,7 @@
 """The designs tried for issues 27 and 28 beside the one the code runs: vectorised copies, seeded.
 
     PYTHONPATH=. .venv/bin/python benchmarks/moderation_candidates.py [--trials 4000] [--seed 0]
-        [--only release adaptive]
+        [--only release adaptive sequential]
 
 ``release`` (issue 27): releases of 20 comparisons as in benchmarks/stats_simulation.py's table
 ``moderated`` (19 unchanged, one 10% drop at CV 2%, log-normal, Benjamini-Hochberg, a verdict
@@ -17,6 +17,15 @@ baseline. ``floor 1+(2/nu)^2`` is the code's (analysis/moderated.py); its figure
 with its guard replaced by a floor at ``a`` x the comparison's own pooled variance, over alpha and
 its spending; then a prior from each comparison's own history (5 sessions of 5 runs) with a floor,
 when the release made the cell 1.5x noisier than its history.
+
+``sequential`` (issue 28, second round): copies of the sequential design (:class:`Seq`) with the
+alpha spent otherwise (Hwang-Shih-DeCani, explicit shares front-loaded on looks 3-5), fewer looks
+(3, 4, 6, 10), a one-sided test after the first look in its direction, a prior with a fixed weight
+(the pool's mean variance on all its sides' df, no estimated d0), a floor and a guard together, a
+gate on the comparison's own t, and a prior from each cell's history; each on the cells that decide
+(CV 2% at 0% and a 5% drop, CV 5% at 0%, the CV 3% cells of a 1.5/2/3% pool, one cell of 10 at
+1.5x and 2x the noise of the pool and of its history), then on the full grid (CV 1/2/5%, drops
+0/3/5/10%), pools of 10 comparisons.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from ablate.backend.analysis.sequential import SequentialDesign, decide_codes, release_prior
+from ablate.backend.analysis.sequential import SequentialDesign, decide_codes, release_prior, squeezed
 
 Z975 = float(special.ndtri(0.975))
 HISTORY = 4  # earlier releases of each cell besides the baseline (the history floor)
@@ -303,18 +312,211 @@ def history(trials: int, seed: int) -> None:
                   f"{pn:.1%} | {rn:.2f} |")  # fmt: skip
 
 
+# --- Issue 28, second round: spending shapes, fewer looks, one-sided, priors without an estimated d0.
+LOOKS = tuple(range(3, 11))
+
+
+@dataclass(frozen=True)
+class Seq:
+    """One adaptive candidate: how alpha is spent over which looks, and the variance of each look."""
+
+    name: str
+    alpha: float = 0.04
+    spend: str = "power"  # power: alpha t^shape | hsd: Hwang-Shih-DeCani gamma = shape | shares
+    shape: float = 1.5
+    shares: tuple[float, ...] = ()  # alpha per look (spend "shares")
+    looks: tuple[int, ...] = LOOKS
+    variance: str = "guard"  # guard (p = arg) | floor (a = arg) | none
+    arg: float = 0.2
+    prior: str = "session"  # session (d0 estimated) | pooled (d0 = all sides' df) | history (5x5, 40 df)
+    one_sided: bool = False  # after the first look, one-sided at the full share, first look's direction
+    floor: float = 0.0  # a guard's variance also floored at this x the comparison's own
+    gate: float = 0.0  # also needs the comparison's own t (own variance, own df) beyond this level
+
+    def levels(self, top: int = 10) -> list[tuple[float, float]]:
+        """(alpha, beta) of each look: the spending function's increment since the previous look."""
+        if self.spend == "shares":
+            alphas = list(self.shares)
+        else:
+            t = np.asarray(self.looks, float) / top
+            if self.spend == "power":
+                spent = self.alpha * t**self.shape
+            else:
+                g = self.shape
+                spent = self.alpha * (t if g == 0 else (1 - np.exp(-g * t)) / (1 - math.exp(-g)))
+            alphas = list(np.diff(spent, prepend=0.0))
+        beta = 0.05 * (np.asarray(self.looks, float) / top) ** 0.5
+        return list(zip(alphas, np.diff(beta, prepend=0.0), strict=True))
+
+
+def _seq_decide(a: float, b: float, est, se, df, side) -> np.ndarray:
+    """decide_codes with explicit levels; ``side`` (+-1, or 0 for two-sided): one-sided at ``a``."""
+    thr, margin = math.log1p(0.03), math.log1p(0.045)
+    two = side == 0
+    crit = special.stdtrit(df, 1.0 - np.where(two, a / 2.0, a))
+    changed = (np.abs(est) > crit * se) & (np.abs(est) >= thr) & (two | (np.sign(est) == side))
+    codes = np.where(changed, np.where(est > 0, 1, -1), 0)
+    half = special.stdtrit(df, 1.0 - b) * se
+    same = (est + half < margin) & (est - half > -margin)
+    return np.where((codes == 0) & same, 2, codes)
+
+
+def _seq_run(s: Seq, cvs: Sequence[float], change: float, releases: int, rng, hist_cvs=None):
+    """(codes, runs), each (releases, len(cvs)): pools of comparisons as simulate_release, with the
+    variance and the levels of candidate ``s``; ``hist_cvs``: each cell's noise in its 5 earlier
+    sessions of 5 runs (the history prior), by default its noise now."""
+    k, top, m = len(cvs), 10, 3
+    sig = np.sqrt(np.log1p(np.asarray(cvs, float) ** 2))[None, :, None]
+    c = (math.log1p(change) + sig * rng.standard_normal((releases, k, top))).reshape(-1, top)
+    r = (sig * rng.standard_normal((releases, k, top))).reshape(-1, top)
+    if s.prior == "history":
+        hs = np.sqrt(np.log1p(np.asarray(cvs if hist_cvs is None else hist_cvs, float) ** 2))
+        s0 = (hs[None, :, None] * rng.standard_normal((releases, k, 10, 5))).var(-1, ddof=1).mean(-1)
+        s0, d0 = s0.reshape(-1), np.full(releases * k, 40.0)
+    else:
+        first = np.concatenate([x[:, :m].var(-1, ddof=1).reshape(releases, k) for x in (c, r)], 1)
+        if s.prior == "pooled":
+            s0, d0 = first.mean(-1), np.full(releases, 2.0 * first.shape[1])
+        else:
+            s0, d0 = release_prior(first, m - 1.0)
+        s0, d0 = np.repeat(s0, k), np.repeat(d0, k)
+    codes, runs = np.zeros(releases * k, int), np.full(releases * k, top)
+    open_, side = np.ones(releases * k, bool), np.zeros(releases * k)
+    for n, (a, b) in zip(s.looks, s.levels(top), strict=True):
+        idx = np.flatnonzero(open_)
+        est = c[idx, :n].mean(-1) - r[idx, :n].mean(-1)
+        own, nu = (c[idx, :n].var(-1, ddof=1) + r[idx, :n].var(-1, ddof=1)) / 2, 2.0 * n - 2
+        if s.variance == "guard":
+            var, df = squeezed(own, nu, (s0[idx], d0[idx]), s.arg)
+            var = np.maximum(var, s.floor * own)
+        else:
+            var, df = (d0[idx] * s0[idx] + nu * own) / (d0[idx] + nu), d0[idx] + nu
+            if s.variance == "floor":
+                var = np.maximum(var, s.arg * own)
+        got = _seq_decide(a, b, est, np.sqrt(var * 2 / n), df, side[idx] if n > s.looks[0] else 0)
+        if s.gate > 0:
+            weak = np.abs(est) <= special.stdtrit(nu, 1 - s.gate / 2) * np.sqrt(own * 2 / n)
+            got = np.where(weak & (np.abs(got) == 1), 0, got)
+        if s.one_sided and n == s.looks[0]:
+            side[idx] = np.sign(est)
+        hit = idx[got != 0]
+        codes[hit], runs[hit], open_[hit] = got[got != 0], n, False
+    return codes.reshape(releases, k), runs.reshape(releases, k)
+
+
+MIX = (0.015, 0.02, 0.03)
+ONE_NOISY = (0.02,) * 9 + (0.03,)  # one cell of 10 at 1.5x the pool's (and its own history's) noise
+
+
+def _seq_screen(s: Seq, trials: int, seed: int) -> dict[str, float]:
+    """The figures that decide between candidates, each on ``trials`` comparisons (the same draws
+    for every candidate with the same prior)."""
+
+    def g(j: int) -> np.random.Generator:
+        return np.random.default_rng([seed, 30, j])
+
+    rel = -(-trials // 10)
+    out = {}
+    out["f0"] = _score(0, *_seq_run(s, [0.02] * 10, 0, rel, g(1)))[1]
+    out["p5"], out["f5"], out["r5"] = _score(0.05, *_seq_run(s, [0.02] * 10, -0.05, rel, g(2)))
+    out["f5cv"] = _score(0, *_seq_run(s, [0.05] * 10, 0, rel, g(3)))[1]
+    mix = [MIX[i % 3] for i in range(10)]  # the CV 3% cells are the 3rd, 6th and 9th
+    codes, runs = _seq_run(s, mix, 0, -(-trials // 3), g(4))
+    out["fmix"] = _score(0, codes[:, 2::3], runs[:, 2::3])[1]
+    codes, runs = _seq_run(s, ONE_NOISY, 0, trials, g(5), hist_cvs=[0.02] * 10)
+    out["fone"] = _score(0, codes[:, -1:], runs[:, -1:])[1]
+    codes, runs = _seq_run(s, ONE_NOISY, -0.05, trials, g(6), hist_cvs=[0.02] * 10)
+    out["pone"], _, out["rone"] = _score(0.05, codes[:, -1:], runs[:, -1:])
+    codes, runs = _seq_run(s, (*ONE_NOISY[:-1], 0.04), 0, trials, g(7), hist_cvs=[0.02] * 10)
+    out["ftwo"] = _score(0, codes[:, -1:], runs[:, -1:])[1]
+    return out
+
+
+P, FRONT = "pooled", (0.0085, 0.0075, 0.0065, 0.005, 0.003, 0.002, 0.001, 0.0005)
+# Rows 2-6 (spending, looks, one-sided) on the pooled prior with the guard, to compare with row 7.
+SEQ = (
+    Seq("the code: EB prior, guard 0.2, 0.04 / t^1.5"),
+    Seq("HSD gamma -1 (late), 0.04, guard 0.2", prior=P, spend="hsd", shape=-1),
+    Seq("HSD gamma 1 (early), 0.03, guard 0.2", prior=P, alpha=0.03, spend="hsd", shape=1),
+    Seq("looks 3, 4, 6, 10 only, guard 0.2", prior=P, looks=(3, 4, 6, 10)),
+    Seq("looks 3, 4, 5, 6, 8, 10, guard 0.2", prior=P, looks=(3, 4, 5, 6, 8, 10)),
+    Seq("one-sided after look 3 (its direction), guard 0.2", prior=P, one_sided=True),
+    Seq("pooled prior (d0 = 40), guard 0.2", prior=P),
+    Seq("pooled prior, guard 0.2, 0.05 / t^1.5", prior=P, alpha=0.05),
+    Seq("pooled prior, no guard", prior=P, variance="none"),
+    Seq("pooled prior, floor 1, 0.05 / t^1.5", prior=P, variance="floor", arg=1, alpha=0.05),
+    Seq(
+        "pooled prior, floor 1, front-loaded", prior=P, variance="floor", arg=1, spend="shares", shares=FRONT
+    ),
+    Seq("pooled prior, floor 1 + own-t gate 0.3", prior=P, variance="floor", arg=1, gate=0.3),
+    Seq(
+        "pooled prior, guard 0.1 + floor 1, front-loaded",
+        prior=P,
+        arg=0.1,
+        floor=1,
+        spend="shares",
+        shares=FRONT,
+    ),
+    Seq(
+        "pooled prior, guard 0.05 + floor 1, front-loaded",
+        prior=P,
+        arg=0.05,
+        floor=1,
+        spend="shares",
+        shares=FRONT,
+    ),
+    Seq("EB prior, guard 0.1 + floor 1, front-loaded", arg=0.1, floor=1, spend="shares", shares=FRONT),
+    Seq(
+        "history prior (5x5), guard 0.1 + floor 1, front-loaded",
+        prior="history",
+        arg=0.1,
+        floor=1,
+        spend="shares",
+        shares=FRONT,
+    ),
+)
+
+
+def sequential(trials: int, seed: int) -> None:
+    """Issue 28's second round: every Seq on the deciding cells, then each on the full grid."""
+    print(f"\n### Issue 28: spending, looks, priors and floors ({trials} trials a cell, seed {seed})\n")
+    print("| design | CV 2% 0%: false | 5%: power | false | runs/side | CV 5% 0%: false |"
+          " 1.5/2/3% pool, 3% cells 0%: false | one cell 1.5x noisier 0%: false | 5%: power, runs |"
+          " one cell 2x noisier 0%: false |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in SEQ:
+        o = _seq_screen(s, trials, seed)
+        print(f"| {s.name} | {o['f0']:.1%} | {o['p5']:.1%} | {o['f5']:.1%} | {o['r5']:.2f} | "
+              f"{o['f5cv']:.1%} | {o['fmix']:.1%} | {o['fone']:.1%} | {o['pone']:.1%}, {o['rone']:.2f} | "
+              f"{o['ftwo']:.1%} |", flush=True)  # fmt: skip
+    print("\nEach design in pools of 10 comparisons of one CV: right / false / runs a side\n")
+    print("| design | CV | 0% | 3% drop | 5% drop | 10% drop |")
+    print("|---|---|---|---|---|---|")
+    for s in SEQ:
+        for i, cv in enumerate((0.01, 0.02, 0.05)):
+            cells = []
+            for j, drop in enumerate((0.0, 0.03, 0.05, 0.10)):
+                rng = np.random.default_rng([seed, 31, i, j])
+                codes, runs = _seq_run(s, [cv] * 10, -drop, -(-trials // 10), rng)
+                right, false, mean = _score(drop, codes, runs)
+                cells.append(f"{right:.1%} / {false:.1%} / {mean:.2f}")
+            print(f"| {s.name} | {cv:.0%} | {' | '.join(cells)} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
         "--trials", type=int, default=4000, help="releases a row (release), trials a cell x 5 (adaptive)"
     )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", nargs="*", default=["release", "adaptive"])
+    ap.add_argument("--only", nargs="*", default=["release", "adaptive", "sequential"])
     args = ap.parse_args()
     if "release" in args.only:
         release(args.trials, args.seed)
     if "adaptive" in args.only:
         adaptive(args.trials * 5, args.seed)
+    if "sequential" in args.only:
+        sequential(args.trials * 5, args.seed)
 
 
 if __name__ == "__main__":
