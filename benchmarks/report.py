@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from _db import RUN_COLUMNS, conninfo, copy_rows, fresh_database, set_run_sequence
+from _db import RUN_COLUMNS, conninfo, copy_rows, fresh_database, set_run_sequence, versions_bumped_once
 from sqlalchemy import event, select
 
 from ablate.backend.db.database import Database
@@ -148,8 +148,9 @@ def seed_copy(db: Database, url: str, history: int, variants: int, workloads: in
                 yield (run_id, name, float(number), *stored[name])
 
     with psycopg.connect(conninfo(url)) as conn:
-        copy_rows(conn, "runs", RUN_COLUMNS + ", latest_throughput", runs())
-        copy_rows(conn, "run_metrics", "run_id, name, value, unit, better", metrics())
+        with versions_bumped_once(conn):  # one version per release, not one trigger per row
+            copy_rows(conn, "runs", RUN_COLUMNS + ", latest_throughput", runs())
+            copy_rows(conn, "run_metrics", "run_id, name, value, unit, better", metrics())
         set_run_sequence(conn, len(keys))
         conn.commit()
         conn.autocommit = True

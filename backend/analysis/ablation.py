@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ablate.backend.analysis.comparison import BASELINE_SPEEDUP, Comparison, Pair, compare_many
-from ablate.backend.analysis.stats import Summary, clean_values, summarize_many
+from ablate.backend.analysis.stats import Summary, clean_many, summarize_many
 from ablate.backend.domain.metrics import Direction, describe_metric
 from ablate.backend.domain.statistics import ALPHA, CONFIDENCE, MIN_N, N_RESAMPLES, NOISY_CV, SEED
 
@@ -146,9 +146,8 @@ class _Plan:
     cleaned: dict[str, np.ndarray]  # each rung's values, sorted (clean_values)
 
 
-def _plan(item: LadderInput, samples: list[np.ndarray], pairs: list[Pair]) -> _Plan:
-    """The rungs of one ladder in order, with its samples and comparisons added to the batch's."""
-    mdef = describe_metric(item.metric, item.unit, item.better)
+def _pool(item: LadderInput) -> tuple[list[str], dict[str, list[float]]]:
+    """(the rungs' names in order, each one's values): duplicate names pooled at their first place."""
     order: list[str] = []
     pooled: dict[str, list[float]] = {}
     for name, values in item.rungs:
@@ -156,6 +155,20 @@ def _plan(item: LadderInput, samples: list[np.ndarray], pairs: list[Pair]) -> _P
             order.append(name)
             pooled[name] = []
         pooled[name].extend(float(v) for v in values)
+    return order, pooled
+
+
+def _plan(
+    item: LadderInput,
+    pooled_rungs: tuple[list[str], dict[str, list[float]]],
+    cleaned: dict[str, np.ndarray],
+    samples: list[np.ndarray],
+    pairs: list[Pair],
+) -> _Plan:
+    """The rungs of one ladder in order (``pooled_rungs``: :func:`_pool`, ``cleaned``: each rung's
+    values, sorted), with its samples and comparisons added to the batch's."""
+    mdef = describe_metric(item.metric, item.unit, item.better)
+    order, pooled = pooled_rungs
 
     reasons: list[str] = []
     base_name = item.baseline if item.baseline is not None else (order[0] if order else None)
@@ -171,7 +184,6 @@ def _plan(item: LadderInput, samples: list[np.ndarray], pairs: list[Pair]) -> _P
     skipped: dict[str, tuple[str, ...]] = {}
     empty: list[str] = []  # rungs without values since the last rung with values
     prev: str | None = None
-    cleaned = {name: clean_values(v) for name, v in pooled.items()}  # once per rung, not per use
     for name in order:
         arr = cleaned[name]
         samples.append(arr)
@@ -221,8 +233,12 @@ def _analyze(ladders: Sequence[LadderInput], options: LadderOptions) -> list[Lad
     plans: list[_Plan] = []
     samples: list[np.ndarray] = []
     pairs: list[Pair] = []
-    for item in ladders:
-        plans.append(_plan(item, samples, pairs))
+    pooled = [_pool(item) for item in ladders]
+    # Every rung of every ladder cleaned (sorted) at once, once per rung rather than per use.
+    flat = iter(clean_many([values for _order, rungs in pooled for values in rungs.values()]))
+    for item, rungs in zip(ladders, pooled, strict=True):
+        cleaned = {name: next(flat) for name in rungs[1]}
+        plans.append(_plan(item, rungs, cleaned, samples, pairs))
 
     summaries = iter(
         summarize_many(

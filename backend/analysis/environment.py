@@ -25,7 +25,7 @@ import numpy as np
 from scipy import special
 
 from ablate.backend.analysis.regression import ReleasePair
-from ablate.backend.analysis.stats import clean_values
+from ablate.backend.analysis.stats import clean_many
 from ablate.backend.analysis.welch import WelchInput, WelchLog, welch_log_many
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.domain.statistics import ALPHA, THRESHOLD_PCT
@@ -79,11 +79,10 @@ def common_shifts(
     """:func:`common_shift` of each group of rungs, the Welch tests of all of them in one batch."""
     if any(len({p.metric for p in pairs}) > 1 for pairs in groups):
         raise ValueError("a common shift is judged over the rungs of one metric")
+    tested = [p for pairs in groups if len(pairs) >= 2 for p in pairs]
+    flat = clean_many([side for p in tested for side in (p.contender, p.baseline)])
     inputs = [
-        WelchInput(clean_values(p.contender), clean_values(p.baseline), p.session_var, p.session_df)
-        for pairs in groups
-        if len(pairs) >= 2
-        for p in pairs
+        WelchInput(flat[2 * k], flat[2 * k + 1], p.session_var, p.session_df) for k, p in enumerate(tested)
     ]
     tests = welch_log_many(inputs)
     out, at = [], 0

@@ -37,7 +37,7 @@ from ablate.backend.analysis.stats import (
     WELCH_LOG_INTERVAL,
     WELCH_LOG_TEST,
     beyond_shown,
-    clean_values,
+    clean_many,
     finite_or_none,
     sorted_median,
 )
@@ -128,7 +128,8 @@ def compare_releases_many(
     """:func:`compare_releases` of many pairs, their p-values adjusted as one family (Benjamini-
     Hochberg) when ``adjust``: pass every comparison of one release in one call. ``moderate``
     shrinks each side's variance toward the one the pairs of its metric share (analysis/moderated.py)."""
-    cleaned = [(clean_values(p.baseline), clean_values(p.contender)) for p in pairs]
+    flat = clean_many([side for p in pairs for side in (p.baseline, p.contender)])
+    cleaned = list(zip(flat[::2], flat[1::2], strict=True))
     priors = _priors(pairs, cleaned) if moderate else {}
     inputs = [
         WelchInput(c, b, p.session_var, p.session_df, priors.get((p.metric, p.pool)))

@@ -70,6 +70,31 @@ def clean_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return arr
 
 
+def clean_many(samples: Sequence[Sequence[float] | np.ndarray]) -> list[np.ndarray]:
+    """:func:`clean_values` of every sample, the samples of one size as one array sorted along its
+    rows (each row holds the values, in the order, that sorting the sample alone gives): thousands of
+    small samples without an array and a sort each. The rows are views of their block: read them,
+    never change them."""
+    out: list[np.ndarray] = [_EMPTY] * len(samples)
+    by_size: dict[int, list[int]] = {}
+    for i, values in enumerate(samples):
+        if isinstance(values, np.ndarray | list | tuple):
+            by_size.setdefault(len(values), []).append(i)
+        else:  # a generator or other iterable: no length to group by
+            out[i] = clean_values(values)
+    for n, rows in by_size.items():
+        block = np.array([samples[i] for i in rows], dtype=float).reshape(len(rows), n)
+        block.sort(axis=1)
+        if n and not (np.isfinite(block[:, 0]).all() and np.isfinite(block[:, -1]).all()):
+            raise ValueError("values must be finite numbers")
+        for i, row in zip(rows, block, strict=True):
+            out[i] = row
+    return out
+
+
+_EMPTY = np.empty(0)
+
+
 def sorted_median(arr: np.ndarray) -> float:
     """Median of a sorted, non-empty array (see :func:`clean_values`), as a Python float.
 

@@ -27,6 +27,7 @@ from ablate.backend.analysis.stats import (
     TWO_VALUES_LOG_TEST,
     TWO_VALUES_MAX_DF,
     WELCH_LOG_TEST,
+    clean_many,
     clean_values,
     mean_sd,
 )
@@ -241,3 +242,29 @@ def test_lookback_and_trend_p_values_match_one_at_a_time() -> None:
         if tr.t is not None:
             assert tr.p_value == t_two_sided_p(tr.t, tr.n_releases - 2)
     assert spoke > 100
+
+
+def test_clean_many_is_clean_values_of_each_sample() -> None:
+    """The samples of one size cleaned as one block: each row the array clean_values gives, bit for bit,
+    whatever the kind of sample (list, tuple, array, generator) and size (none included)."""
+    rng = np.random.default_rng(11)
+    kept: list[list[float]] = []
+    for k in range(400):
+        size = int(rng.choice([0, 1, 2, 3, 5, 5, 8, 13]))
+        values = (1000.0 * np.exp(rng.normal(0, 0.05, size))).tolist()
+        if k % 9 == 0:
+            values = [float(v) for v in rng.integers(-3, 3, size)]  # ties, zeros, negatives
+        kept.append(values)
+    kinds = (list, tuple, np.array, iter)
+    cleaned = clean_many([kinds[k % 4](values) for k, values in enumerate(kept)])
+    for got, values in zip(cleaned, kept, strict=True):
+        want = clean_values(values)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    for bad in ([1.0, math.nan], (math.inf, 2.0), [[1.0, 2.0], [3.0, -math.inf]][1]):
+        try:
+            clean_many([[1.0, 2.0], bad])
+        except ValueError as e:
+            assert "finite" in str(e)
+        else:
+            raise AssertionError(f"{bad} was accepted")

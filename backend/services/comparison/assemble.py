@@ -111,9 +111,11 @@ def _grid_of(loaded: Loaded) -> _Grid:
         variant_names.insert(0, base)  # a ladder without its Base still shows the empty first rung
     clusters = sorted({cat.clusters[r.cluster_id] for r in current.values()}, key=lambda c: c.name)
     workloads = sorted({cat.workloads[r.workload_id] for r in current.values()}, key=lambda w: w.name)
+    names = cat.names[1]  # workload names, not an ORM attribute per run
     grid = {
-        c.name: sorted({cat.workloads[r.workload_id].name for r in current.values() if r.cluster_id == c.id})
+        c.name: sorted({names[r.workload_id] for r in current.values() if r.cluster_id == cid})
         for c in clusters
+        for cid in (c.id,)
     }
     return _Grid(current, release_variants, base, variant_names, clusters, workloads, grid)
 

@@ -17,7 +17,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import Text, case, cast, literal, select
+from sqlalchemy import Text, case, cast, func, literal, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
@@ -292,10 +293,21 @@ def history_values(
     )
     if skip_busy:
         query = query.where(~HOST_BUSY | Run.provenance["host_busy"].as_string().is_(None))
-    # Grouped by ids first (a tuple key per row), then named once per release, cell and metric.
     groups: dict[tuple[int, int, int, int, str], list[float]] = defaultdict(list)
-    for rel, cl, wl, var, name, value in session.connection().execute(query).all():
-        groups[(rel, cl, wl, var, name)].append(float(value))
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        # One row per release, cell and metric, its values in run id order (a fifth of the rows at 5
+        # repeats, each value a float as psycopg reads it rather than a row of six columns).
+        keys = (Run.release_id, Run.cluster_id, Run.workload_id, Run.variant_id, RunMetric.name)
+        in_order = func.array_agg(aggregate_order_by(RunMetric.value, Run.id))
+        grouped = query.with_only_columns(*keys, in_order).group_by(*keys)
+        for rel, cl, wl, var, name, found in connection.execute(grouped):
+            groups[(rel, cl, wl, var, name)] = list(found)
+    else:
+        # Grouped by ids first (a tuple key per row), in run id order as PostgreSQL's groups are.
+        for rel, cl, wl, var, name, value in connection.execute(query.order_by(Run.id)).all():
+            groups[(rel, cl, wl, var, name)].append(float(value))
+    # Named once per release, cell and metric.
     for (rel, cl, wl, var, name), values in groups.items():
         cell = cat.cell(cl, wl, var)
         if cell is not None:

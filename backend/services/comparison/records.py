@@ -4,7 +4,7 @@ why some did not succeed, each variant's environment, the runs listed, the busy-
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -125,16 +125,16 @@ def cell_statuses(
 ) -> list[CellStatus]:
     errors = {rid: err for rid, _v, _s, _e, _p, err in env_rows}
     by_cell: dict[Cell, list[tuple[int, int, str, str | None]]] = defaultdict(list)
+    clusters, workloads_of, variants = cat.names  # not the ORM attributes, three a run
     for rid, (_rel, cl, wl, var, rep, status, kind, _study, _busy) in current_runs.items():
-        by_cell[(cat.clusters[cl].name, cat.workloads[wl].name, cat.variants[var].name)].append(
-            (rid, rep, status, kind)
-        )
+        by_cell[(clusters[cl], workloads_of[wl], variants[var])].append((rid, rep, status, kind))
     out = []
     for cluster, workloads in grid.items():
         for workload in workloads:
             for variant in variant_names:
                 runs = sorted(by_cell.get((cluster, workload, variant), []))
-                count = {s: sum(1 for r in runs if r[2] == s) for s in RunStatus}
+                found = Counter(r[2] for r in runs)
+                count = {s: found.get(s.value, 0) for s in RunStatus}
                 out.append(
                     CellStatus(
                         cluster=cluster,
