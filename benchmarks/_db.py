@@ -88,9 +88,10 @@ def copy_rows(conn: psycopg.Connection, table: str, columns: str, rows: Iterable
             copy.write_row(row)
 
 
-# The row-level version triggers of migration 0015 (PostgreSQL), deferred to commit: one upsert of the
-# release's version row per written row. A COPY of millions of rows queues millions of upserts of a
-# handful of rows at its commit (a 10,000-cell seed stalled there for over 38 minutes).
+# The row-level version triggers of migration 0015 (PostgreSQL), deferred to commit. Before migration
+# 0017 each upserted the release's version row, and a 10,000-cell seed stalled at its commit for over
+# 38 minutes; since, each still runs once per row (and looks up the metric's run), which a seed of
+# millions of rows need not pay.
 VERSION_TRIGGERS = (("runs", "comparison_version_runs"), ("run_metrics", "comparison_version_run_metrics"))
 
 
