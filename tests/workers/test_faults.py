@@ -241,7 +241,9 @@ def test_a_disk_fault_that_clears_during_the_backoff_lets_the_retry_succeed(
         assert "refused a write" in str(run.error) and str(run.error).startswith("attempt 1 failed (")
         blocker.unlink()  # the fault clears
         blocker.mkdir()
-        wait_for(lambda: runs_of(database, study)[0].status != "running", 120, "the retry to finish")
+        # the retry goes back to the queue (attempt 2) before it is claimed again: wait for its end
+        ended = ("succeeded", "failed", "cancelled")
+        wait_for(lambda: runs_of(database, study)[0].status in ended, 120, "the retry to finish")
     finally:
         dispatcher.stop()
     (run,) = runs_of(database, study)
