@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ablate.backend.errors import ConfigError
@@ -50,12 +51,38 @@ def make_engine(url: str, *, pool_size: int = 10, create: bool = True) -> Engine
             with engine.connect() as conn:  # WAL lets readers go on while a writer commits
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
         else:
-            engine = create_engine(parsed, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+            engine = create_engine(parsed, pool_size=pool_size, max_overflow=pool_size)
+            _ping_when_idle(engine)
     except (NoSuchModuleError, ModuleNotFoundError) as exc:
         raise ConfigError(f"no driver for database URL {parsed.render_as_string()!r}: {exc}") from None
     except OperationalError as exc:
         raise ConfigError(f"cannot open database {parsed.render_as_string()!r}: {_first_line(exc)}") from None
     return engine
+
+
+PING_IDLE_S = 1.0  # a pooled connection idle this long is pinged before it is handed out again
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Pessimistic disconnect handling, as ``pool_pre_ping`` but only for a connection that sat in the
+    pool ``PING_IDLE_S`` or longer: one back within a second (a dispatcher's loop, requests back to back)
+    goes out unpinged, a round trip fewer each time. A ping that fails makes the pool drop the connection
+    and hand out a fresh one (:class:`~sqlalchemy.exc.DisconnectionError`); a server lost within the
+    second shows as the first statement's error, as one lost in the middle of a transaction does."""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info["ablate_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("ablate_idle_since")
+        if since is None or time.monotonic() - since < PING_IDLE_S:
+            return  # new, or back within the second
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as exc:
+            raise DisconnectionError(f"a pooled connection failed its ping: {exc}") from exc
 
 
 def check_connection(engine: Engine) -> None:

@@ -208,25 +208,49 @@ def refresh_study_statuses(session: Session, study_ids: Iterable[int]) -> dict[i
     ids = sorted(set(study_ids))
     if not ids:
         return {}
-    found = session.scalars(select(Study).where(Study.id.in_(ids))).all()
-    return _refresh(session, list(found))
-
-
-def _refresh(session: Session, found: list[Study]) -> dict[int, str]:
     session.flush()
-    for study in found:
-        # Adaptive plans: once a round is complete, queue the next one for the undecided rungs.
-        if adaptive.is_adaptive(study):
-            adaptive.advance(session, study, queue_lock=_QUEUE_LOCK)
+    # The studies and their runs' counts by status in one query (one round trip, not two).
+    rows = session.execute(
+        select(Study, Run.status, func.count(Run.id))
+        .outerjoin(Run, Run.study_id == Study.id)
+        .where(Study.id.in_(ids))
+        .group_by(Study.id, Run.status)
+    ).all()
+    found = list(dict.fromkeys(study for study, _, _ in rows))
     counts: dict[int, Counter[str]] = {s.id: Counter() for s in found}
+    for study, status_, n in rows:
+        if status_ is not None:  # a study without runs: one row, no status
+            counts[study.id][status_] = n
+    return _refresh(session, found, counts)
+
+
+def _count_runs(session: Session, study_ids: list[int]) -> dict[int, Counter[str]]:
+    counts: dict[int, Counter[str]] = {i: Counter() for i in study_ids}
     rows = session.execute(
         select(Run.study_id, Run.status, func.count())
-        .where(Run.study_id.in_(list(counts)))
+        .where(Run.study_id.in_(study_ids))
         .group_by(Run.study_id, Run.status)
     )
     for study_id, status_, n in rows:
         if study_id is not None:  # selected by study id: never None, but the column is nullable
             counts[study_id][status_] = n
+    return counts
+
+
+def _refresh(
+    session: Session, found: list[Study], counts: dict[int, Counter[str]] | None = None
+) -> dict[int, str]:
+    """Set each study's status from its runs' ``counts`` by status (counted here when not given, or
+    again once an adaptive study queued its next round)."""
+    session.flush()
+    advanced = False
+    for study in found:
+        # Adaptive plans: once a round is complete, queue the next one for the undecided rungs.
+        if adaptive.is_adaptive(study):
+            adaptive.advance(session, study, queue_lock=_QUEUE_LOCK)
+            advanced = True
+    if counts is None or advanced:
+        counts = _count_runs(session, [s.id for s in found])
     out: dict[int, str] = {}
     for study in found:
         status = derive_status(counts[study.id])

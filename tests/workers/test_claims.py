@@ -10,9 +10,10 @@ from sqlalchemy import update
 
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.database import Database
-from ablate.backend.db.models import Run
+from ablate.backend.db.models import Run, Study
 from ablate.backend.schemas.catalog import VariantDef
-from ablate.workers.dispatch import claims, leases
+from ablate.backend.services.studies import refresh_study_statuses
+from ablate.workers.dispatch import claimed, claims, leases
 from tests.workers.conftest import CPU1, FAKE, queue_study
 
 
@@ -95,8 +96,8 @@ def test_claimed_runs_load_as_the_rows_their_specs_are_built_from(database: Data
     )
     with database.transaction() as s:
         got = claims.claim_runs(s, "me", limit=2, lease_s=30)
-        rows, studies = claims.load_claimed(s, got)
-        assert claims.load_claimed(s, []) == ([], set())
+        rows, studies = claimed.load_claimed(s, got)
+        assert claimed.load_claimed(s, []) == ([], set())
     assert studies == {q.study_id}
     assert [r.run_id for r in rows] == [c.run_id for c in got] == q.run_ids  # claim order
     assert {r.variant["name"]: r.variant["env"] for r in rows} == {
@@ -110,3 +111,17 @@ def test_claimed_runs_load_as_the_rows_their_specs_are_built_from(database: Data
         assert r.release["platform"] == "gpu"
         for values in (r.workload, r.variant, r.cluster, r.release):
             assert "id" not in values and "created_at" not in values
+
+
+def test_a_claim_names_only_the_studies_it_may_move_to_running(database: Database) -> None:
+    q = queue_study(
+        database, cluster=CPU1, variants=[VariantDef(name="A"), VariantDef(name="B")], workloads=[FAKE]
+    )
+    with database.transaction() as s:
+        rows, studies = claimed.load_claimed(s, claims.claim_runs(s, "me", limit=1, lease_s=30))
+        assert studies == {q.study_id}  # queued: this claim makes it running
+        refresh_study_statuses(s, studies)
+    with database.transaction() as s:
+        rows, studies = claimed.load_claimed(s, claims.claim_runs(s, "me", limit=1, lease_s=30))
+        assert [r.run_id for r in rows] == q.run_ids[1:2] and studies == set()  # running already
+        assert s.get(Study, q.study_id).status == "running"

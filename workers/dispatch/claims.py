@@ -1,7 +1,7 @@
 """Claims: the SQL that takes queued runs for a dispatcher (keeping and ending them: :mod:`.leases`).
 
 :func:`claim_runs` takes queued runs of the clusters a dispatcher serves (see :func:`served_clusters`),
-:func:`load_claimed` reads what their specs are built from, and :func:`note_waiting_for_ray` /
+:func:`.claimed.load_claimed` reads what their specs are built from, and :func:`note_waiting_for_ray` /
 :func:`clear_waiting_for_ray` tell the queued runs when the dispatcher's Ray is gone and back.
 
 A claim is one ``UPDATE ... RETURNING`` over ``SELECT ... ORDER BY queue_order LIMIT n``. On
@@ -14,7 +14,7 @@ which is what makes recording exactly-once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +22,7 @@ from sqlalchemy import Row, false, select, update
 from sqlalchemy.orm import Session
 
 from ablate.backend.db.base import picked_rows, utcnow
-from ablate.backend.db.models import Cluster, Release, Run, RunSource, RunStatus, Variant, Workload
+from ablate.backend.db.models import Cluster, Run, RunSource, RunStatus, Study
 from ablate.backend.domain.placement import (
     NodeInfo,
     choose_devices,
@@ -32,20 +32,39 @@ from ablate.backend.domain.placement import (
     unplaceable_reason,
 )
 from ablate.workers.dispatch import devices, identity
-from ablate.workers.dispatch.spec import RunRows
+from ablate.workers.dispatch.claimed import Claimed, RunNames, rows_by_id
 
 RUNNING = RunStatus.running.value
 QUEUED = RunStatus.queued.value
 
 
-@dataclass(frozen=True)
-class Claimed:
-    run_id: int
-    attempt: int
-    queue_order: int
-    # the devices taken for it: per node rank, (Ray node id, device indices); empty for a CPU run
-    devices: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    fail: str = ""  # claimed only to fail it at once (it waited past ABLATE_WAIT_DEADLINE_S)
+# What a claim returns of each run: its place, and what :func:`load_claimed` builds its spec from.
+_STUDY_STATUS = select(Study.status).where(Study.id == Run.study_id).scalar_subquery().label("study_status")
+_RETURNED = (
+    Run.id,
+    Run.attempt,
+    Run.queue_order,
+    Run.workload_id,
+    Run.variant_id,
+    Run.cluster_id,
+    Run.release_id,
+    Run.study_id,
+    _STUDY_STATUS,
+    Run.provenance,
+)
+
+
+def _names(row: Row[Any]) -> RunNames:
+    """A claimed run's :class:`RunNames` from a row of :data:`_RETURNED`."""
+    return RunNames(
+        row.workload_id,
+        row.variant_id,
+        row.cluster_id,
+        row.release_id,
+        row.study_id,
+        row.study_status,
+        row.provenance or {},
+    )
 
 
 @dataclass(frozen=True)
@@ -166,12 +185,13 @@ def _claim_queued(session: Session, claim: _Claim, served: list[int]) -> list[Cl
         update(Run)
         .where(picked_rows(session, pick, Run.id), Run.status == QUEUED)
         .values(**claim.running_values())
-        .returning(Run.id, Run.attempt, Run.queue_order)
+        .returning(*_RETURNED)
         .execution_options(synchronize_session=False)
     )
     rows = session.execute(stmt).all()
     return sorted(
-        (Claimed(r.id, r.attempt, r.queue_order) for r in rows), key=lambda c: (c.queue_order, c.run_id)
+        (Claimed(r.id, r.attempt, r.queue_order, names=_names(r)) for r in rows),
+        key=lambda c: (c.queue_order, c.run_id),
     )
 
 
@@ -273,7 +293,7 @@ def _claim_with_devices(
     candidates = _lock_candidates(session, served, claim.limit)
     if not candidates:
         return []
-    clusters = _rows_by_id(session, Cluster, {c.cluster_id for c in candidates})
+    clusters = rows_by_id(session, Cluster, {c.cluster_id for c in candidates})
     book = _DeviceBook.read(session, list(device_claiming.nodes), claim.now)
     picked: list[Claimed] = []
     for cand in candidates:
@@ -368,14 +388,17 @@ def _mark_running(session: Session, claim: _Claim, picked: list[Claimed]) -> lis
         update(Run)
         .where(Run.id.in_([c.run_id for c in picked]), Run.status == QUEUED)
         .values(**claim.running_values(waiting_since=None))
-        .returning(Run.id)
+        .returning(*_RETURNED)
         .execution_options(synchronize_session=False)
-    ).scalars()
-    ok = set(claimed)
+    )
+    ok = {r.id: _names(r) for r in claimed}
     for lost in [c for c in picked if c.run_id not in ok and c.devices]:  # cancelled meanwhile
         for node_id, _ in lost.devices:
             devices.release(session, lost.run_id, lost.attempt, node_id)
-    return sorted((c for c in picked if c.run_id in ok), key=lambda c: (c.queue_order, c.run_id))
+    return sorted(
+        (replace(c, names=ok[c.run_id]) for c in picked if c.run_id in ok),
+        key=lambda c: (c.queue_order, c.run_id),
+    )
 
 
 def _waiting_reason(
@@ -408,52 +431,3 @@ def _waiting_reason(
     if held_by:
         text += ": " + "; ".join(held_by)
     return text, bool(live_runs)
-
-
-def _columns(obj: Any, exclude: tuple[str, ...] = ("id", "created_at")) -> dict[str, Any]:
-    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns if c.key not in exclude}
-
-
-def load_claimed(session: Session, claimed: Sequence[Claimed]) -> tuple[list[RunRows], set[int]]:
-    """The rows of claimed runs (in claim order) as plain values for the spec builder, and the studies
-    they belong to: one query for the runs' own columns, then one per table for the distinct rows they
-    name (a batch of 64 runs names a handful of variants; a join would repeat and map each per run)."""
-    if not claimed:
-        return [], set()
-    runs = session.execute(
-        select(
-            Run.id,
-            Run.attempt,
-            Run.study_id,
-            Run.provenance,
-            Run.workload_id,
-            Run.variant_id,
-            Run.cluster_id,
-            Run.release_id,
-        ).where(Run.id.in_([c.run_id for c in claimed]))
-    ).all()
-    by_id = {r.id: r for r in runs}
-    workloads = _rows_by_id(session, Workload, {r.workload_id for r in runs})
-    variants = _rows_by_id(session, Variant, {r.variant_id for r in runs})
-    clusters = _rows_by_id(session, Cluster, {r.cluster_id for r in runs})
-    releases = _rows_by_id(session, Release, {r.release_id for r in runs})
-    refs = {i: f"{v['image']}:{v['tag']}" for i, v in releases.items()}
-    rows = [
-        RunRows(
-            run_id=run.id,
-            attempt=run.attempt,
-            release_ref=refs[run.release_id],
-            workload=dict(workloads[run.workload_id]),
-            variant=dict(variants[run.variant_id]),
-            cluster=dict(clusters[run.cluster_id]),
-            release=dict(releases[run.release_id]),
-            excluded_nodes=excluded_nodes(run.provenance),
-        )
-        for run in (by_id[c.run_id] for c in claimed)
-    ]
-    return rows, {r.study_id for r in runs if r.study_id is not None}
-
-
-def _rows_by_id(session: Session, model: Any, ids: set[int]) -> dict[int, dict[str, Any]]:
-    """The rows of ``model`` with these ids, as their column values (see :func:`_columns`)."""
-    return {obj.id: _columns(obj) for obj in session.scalars(select(model).where(model.id.in_(ids)))}

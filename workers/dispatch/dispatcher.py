@@ -43,6 +43,7 @@ from ablate.backend.domain.runner import Runner
 from ablate.backend.services.studies import refresh_study_statuses
 from ablate.backend.services.supervised import StoppableThread
 from ablate.workers.dispatch import backoff, claims, devices, leases
+from ablate.workers.dispatch.claimed import load_claimed
 from ablate.workers.dispatch.execution import Execution
 from ablate.workers.dispatch.record import Recorder
 from ablate.workers.dispatch.spec import build_execution_spec
@@ -287,7 +288,7 @@ class Dispatcher:
             serving=claims.Serving(self._ray_address, self.settings.ray_address, self.cluster_names),
             device_claiming=claims.DeviceClaiming(self.submitter.all_nodes(), self.settings.wait_deadline_s),
         )
-        rows, studies = claims.load_claimed(session, got)
+        rows, studies = load_claimed(session, got)
         now = time.monotonic()
         by_id = {c.run_id: c for c in got}
         started = [

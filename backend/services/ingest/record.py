@@ -92,11 +92,14 @@ def record_run_results(
     ids = [item.run.id for item in items]
     if not ids:
         return set()
-    # A retried attempt replaces what an earlier attempt left behind.
-    session.execute(delete(RunMetric).where(RunMetric.run_id.in_(ids)))
-    session.execute(delete(RunSeries).where(RunSeries.run_id.in_(ids)))
-    session.execute(delete(RunSeriesLevel).where(RunSeriesLevel.run_id.in_(ids)))
-    write_results(session, [(item.run, r) for item, r in zip(items, rows, strict=True)])
+    # A retried attempt replaces what an earlier attempt left behind: deleted in the same round trip
+    # as the inserts (on PostgreSQL; see :func:`pipelined`).
+    with pipelined(session):
+        for table in (RunMetric, RunSeries, RunSeriesLevel):
+            session.execute(
+                delete(table).where(table.run_id.in_(ids)).execution_options(synchronize_session=False)
+            )
+        write_results(session, [(item.run, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
         session.expire(item.run, ["metrics", "series"])
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
