@@ -1,21 +1,25 @@
-"""Result ingest over real HTTP against a bare psycopg ``COPY`` of the same rows, in the same run.
+"""Result ingest over real HTTP against a bare psycopg ``COPY`` of the same rows, interleaved.
 
     python benchmarks/ingest.py [--results 200] [--points 5000] [--batch 10] [--clients 4] [--workers 1]
-                                [--reps 3]
+                                [--reps 3] [--pair 20]
 
 Creates a fresh PostgreSQL database per repetition (dropped afterwards), starts ``ablate serve`` on
 it in a subprocess (``--workers`` > 1: uvicorn's worker processes on the app factory, as
-docs/deployment.md runs the API), and submits ``--results`` results, each with a
-``--points``-point step series and three summary metrics, as ``POST /api/v1/results`` batches of
-``--batch`` results from ``--clients`` concurrent clients. Request bodies are encoded before the
-clock starts (CI sends files it already has), and one warm-up request goes before it (the route's
-first request builds its state; the baseline connects before its clock too). The baseline writes the
-same rows (runs, run_metrics, run_series with the packed blobs) with psycopg ``COPY`` from the same
-decoded values, packing included, twice: in one transaction, and committing every ``--batch`` results
-as the service commits each request before it answers (a commit waits for the WAL flush, ~4 ms on
-this disk, which the one-transaction floor pays once). Prints the median points/s of each and the
-service's ratio to both floors (the aim of issue 29: the service at least 0.3 of ``COPY`` with one
-result per request, 0.6 with ten; the median of the per-repetition ratios).
+docs/deployment.md runs the API), and writes ``--results`` results, each with a ``--points``-point
+step series and three summary metrics, twice into that one database: as ``POST /api/v1/results``
+batches of ``--batch`` results from ``--clients`` concurrent clients, and with psycopg ``COPY`` of
+the same rows (runs, run_metrics, run_series with the packed blobs, packing included, from the
+decoded values; under a variant of its own, as a CI result is one cell and repeat) committing every
+``--batch`` results as the service commits each request before it answers. The two sides take turns
+in pairs: ``--pair`` results written by one side, then the same results by the other, which one goes
+first alternating from pair to pair, so that the shared machine's load falls on both sides of a pair
+alike. Request bodies are encoded before the clock starts (CI sends files it already has), and one
+warm-up request and one warm-up ``COPY`` go before it. Prints the median points/s of each side and
+the median of the per-pair ratios COPY time / service time (the aim of issue 29: at least 0.3 with
+one result per request, 0.6 with ten).
+
+:func:`run_service` and :func:`run_copy` time each side whole in a database of its own (the scaling
+curve's ingest points, ``benchmarks/scaling.py``).
 """
 
 from __future__ import annotations
@@ -235,6 +239,88 @@ def _copy_rows(conn: psycopg.Connection, ids: dict[str, int], results: list[dict
                     copy.write_row((run_id, name, v.size, blob_s, blob_v, v.min(), v.max(), v[-1]))
 
 
+def seed_copy_variant(url: str) -> None:
+    """A variant of its own for the COPY side's rows, which share the service's database: a CI result is
+    one (cell, repeat), so the same repeats need another cell."""
+    db = Database.from_url(url)
+    with db.transaction() as s:
+        from ablate.backend.db.models import Variant
+
+        catalog.create_named(s, Variant, VariantDef(name=COPY_VARIANT))
+    db.dispose()
+
+
+COPY_VARIANT = "Base-copy"
+
+
+def _post(client: httpx.Client, body: bytes, key: str) -> None:
+    r = client.post("/api/v1/results", content=body, headers={"Idempotency-Key": key})
+    if r.status_code != 201:
+        raise RuntimeError(f"{r.status_code}: {r.text[:300]}")
+
+
+def interleaved(
+    url: str, results: list[dict[str, Any]], batch: int, clients: int, workers: int, pair: int, first: int
+) -> list[tuple[float, float]]:
+    """(COPY seconds, service seconds) of each pair: the results in slices of ``pair`` results, each
+    slice written once by the service (requests of ``batch``) and once by ``COPY`` committing every
+    ``batch`` results, back to back into the same database, which of the two goes first alternating
+    from pair to pair (``first``: the parity of the first pair)."""
+    secret = seed_catalog(url)
+    seed_copy_variant(url)
+    bodies = [json.dumps({"results": results[i : i + batch]}).encode() for i in range(0, len(results), batch)]
+    per_pair = max(1, pair // batch)
+    out: list[tuple[float, float]] = []
+    with (
+        server(url, workers) as base,
+        psycopg.connect(conninfo(url)) as conn,
+        ThreadPoolExecutor(clients) as pool,
+    ):
+        headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+        pool_clients = [httpx.Client(base_url=base, headers=headers, timeout=300) for _ in range(clients)]
+
+        def send(i: int) -> None:
+            _post(pool_clients[i % clients], bodies[i], f"bench-{i}")
+
+        ids = {
+            t: conn.execute(f"SELECT id FROM {t} LIMIT 1").fetchone()[0]  # type: ignore[index]
+            for t in ("releases", "clusters", "workloads")
+        }
+        row = conn.execute("SELECT id FROM variants WHERE name = %s", (COPY_VARIANT,)).fetchone()
+        ids["variants"] = row[0]  # type: ignore[index]
+        # Before the clock, on both sides: FastAPI builds a route's state on its first request (~0.25 s
+        # here) and the pool opens its first connection; the COPY side's first statements fill caches.
+        warm = {**results[0], "repeat": len(results)}
+        _post(pool_clients[0], json.dumps({"results": [warm]}).encode(), "warm")
+        _copy_rows(conn, ids, [warm])
+        conn.commit()
+
+        def service(requests: range) -> float:
+            start = time.perf_counter()
+            list(pool.map(send, requests))
+            return time.perf_counter() - start
+
+        def copy(requests: range) -> float:
+            start = time.perf_counter()
+            for i in requests:
+                _copy_rows(conn, ids, results[i * batch : (i + 1) * batch])
+                conn.commit()
+            return time.perf_counter() - start
+
+        for k, lo in enumerate(range(0, len(bodies), per_pair)):
+            requests = range(lo, min(lo + per_pair, len(bodies)))
+            if (k + first) % 2 == 0:
+                c = copy(requests)
+                s = service(requests)
+            else:
+                s = service(requests)
+                c = copy(requests)
+            out.append((c, s))
+        for c in pool_clients:
+            c.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -244,38 +330,42 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10, help="results per request")
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients")
     parser.add_argument("--workers", type=int, default=1, help="server processes (uvicorn workers)")
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=3, help="fresh databases and servers")
+    parser.add_argument(
+        "--pair", type=int, default=20, help="results a pair: each side writes them back to back (>= --batch)"
+    )
     args = parser.parse_args()
     results = make_results(args.results, args.points)
-    total = args.results * args.points
-    times: dict[str, list[float]] = {"service": [], "copy": [], "copy per request": []}
-    sides = list(times)
+    load = os.getloadavg()[0]
+    pairs: list[tuple[float, float]] = []
     for rep in range(args.reps):
-        # Rotating which side goes first keeps a load trend on the shared machine from favouring one.
-        for side in sides[rep % 3 :] + sides[: rep % 3]:
-            with fresh_database() as url:
-                if side == "service":
-                    times[side].append(run_service(url, results, args.batch, args.clients, args.workers))
-                else:
-                    every = args.batch if side == "copy per request" else None
-                    times[side].append(run_copy(url, results, commit_every=every))
-        print(f"rep {rep + 1}: " + ", ".join(f"{k} {total / v[-1]:,.0f} points/s" for k, v in times.items()))
-    aim = 0.3 if args.batch == 1 else 0.6 if args.batch >= 10 else "n/a"
-    print(
-        f"{args.results} results x {args.points} points = {total:,} points, "
-        f"batches of {args.batch}, {args.clients} client(s), {args.workers} server process(es)"
-    )
-    s = statistics.median(times["service"])
-    print(f"service (HTTP, PostgreSQL):   {total / s:,.0f} points/s  (median {s:.3f} s)")
-    for floor, label in (("copy", "one transaction"), ("copy per request", f"a commit per {args.batch}")):
-        b = statistics.median(times[floor])
-        ratios = [bt / st for st, bt in zip(times["service"], times[floor], strict=True)]
-        paired = median_paired_ratio(times[floor], times["service"])
-        print(f"bare COPY, {label + ':':<18}{total / b:,.0f} points/s  (median {b:.3f} s)")
+        with fresh_database() as url:
+            got = interleaved(url, results, args.batch, args.clients, args.workers, args.pair, rep)
+        pairs += got
+        ratios = [c / s for c, s in got]
         print(
-            f"  ratio service/COPY ({label}): median of paired {paired:.2f} "
-            f"(per rep {', '.join(f'{r:.2f}' for r in ratios)}; aim >= {aim})"
+            f"rep {rep + 1}: {len(got)} pairs, service/COPY median {statistics.median(ratios):.2f} "
+            f"(range {min(ratios):.2f}-{max(ratios):.2f}), load {os.getloadavg()[0]:.1f}"
         )
+    aim = 0.3 if args.batch == 1 else 0.6 if args.batch >= 10 else "n/a"
+    requests = max(1, args.pair // args.batch)
+    points = requests * args.batch * args.points
+    print(
+        f"{args.results} results x {args.points} points a rep, {args.reps} rep(s), pairs of "
+        f"{requests} request(s) of {args.batch}; {args.clients} client(s), {args.workers} server "
+        f"process(es); load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
+    s = statistics.median(s for _, s in pairs)
+    c = statistics.median(c for c, _ in pairs)
+    print(f"service (HTTP, PostgreSQL): {points / s:,.0f} points/s, {1000 * s / requests:.1f} ms a request")
+    print(f"bare COPY, a commit per {args.batch}: {points / c:,.0f} points/s, {1000 * c / requests:.1f} ms")
+    ratios = sorted(c / s for c, s in pairs)
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    paired = median_paired_ratio([c for c, _ in pairs], [s for _, s in pairs])
+    print(
+        f"ratio service/COPY: median of {len(ratios)} paired ratios {paired:.2f} "
+        f"(quartiles {q[0]:.2f}-{q[2]:.2f}, range {ratios[0]:.2f}-{ratios[-1]:.2f}; aim >= {aim})"
+    )
 
 
 if __name__ == "__main__":

@@ -219,6 +219,69 @@ def test_misread_looks_everywhere() -> None:
     assert _misread([2**70]) is False  # an exact integer is read right by both
 
 
+_ODD = [
+    0,
+    1,
+    -1,
+    2**63 - 1,
+    -(2**63),
+    2**63,
+    2**64 - 1,
+    2**64,
+    10**400,
+    0.0,
+    1.0,
+    -0.0,
+    1.5,
+    1e300,
+    float("nan"),
+    float("inf"),
+    True,
+    False,
+    None,
+    "1",
+    [1],
+    {"a": 1},
+    2**53 + 1,
+]
+
+
+def _packed_by_types(obj: dict[str, Any]) -> bool:
+    """Whether the series should become arrays: every step exactly an int within 64 bits signed, every
+    value exactly an int or float that is finite as a float (the schema's Int and Float, strict)."""
+    steps, values = obj["steps"], obj["values"]
+    if not all(type(x) is int and -(2**63) <= x < 2**63 for x in steps):
+        return False
+    try:
+        return all(type(x) in (int, float) and np.isfinite(float(x)) for x in values)
+    except OverflowError:
+        return False
+
+
+def test_compact_series_packs_exactly_plain_numbers() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        series: dict[str, Any] = {}
+        for part in ("steps", "values"):
+            n = int(rng.choice([0, 1, 3, 8]))
+            items: list[Any] = (
+                rng.integers(-3, 4, n).tolist() if rng.random() < 0.5 else rng.uniform(-2, 2, n).tolist()
+            )
+            for _ in range(int(rng.choice([0, 0, 1, 2]))):
+                if items:
+                    items[int(rng.integers(len(items)))] = _ODD[int(rng.integers(len(_ODD)))]
+            series[part] = items
+        out = compact_series(dict(series))
+        packed = isinstance(out["steps"], np.ndarray)
+        assert packed is _packed_by_types(series), series
+        if packed:
+            assert out["steps"].dtype == np.int64 and out["values"].dtype == np.float64
+            assert out["steps"].tolist() == series["steps"]
+            assert out["values"].tolist() == [float(v) for v in series["values"]]
+        else:
+            assert out == series
+
+
 def test_bad_json_and_empty_batch(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
     create_release(admin)
     before = snapshot(live_server.database)
