@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,9 +67,12 @@ PING_IDLE_S = 1.0  # a pooled connection idle this long is pinged before it is h
 def _ping_when_idle(engine: Engine) -> None:
     """Pessimistic disconnect handling, as ``pool_pre_ping`` but only for a connection that sat in the
     pool ``PING_IDLE_S`` or longer: one back within a second (a dispatcher's loop, requests back to back)
-    goes out unpinged, a round trip fewer each time. A ping that fails makes the pool drop the connection
-    and hand out a fresh one (:class:`~sqlalchemy.exc.DisconnectionError`); a server lost within the
-    second shows as the first statement's error, as one lost in the middle of a transaction does."""
+    goes out unpinged, a round trip fewer each time, unless the server wrote to it meanwhile
+    (:func:`_spoken_to`: a server that stopped or restarted within the second). A ping that fails
+    makes the pool drop the connection and hand out a fresh one
+    (:class:`~sqlalchemy.exc.DisconnectionError`); a server lost within the second without a word
+    (a network cut) shows as the first statement's error, as one lost in the middle of a transaction
+    does."""
 
     @event.listens_for(engine, "checkin")
     def _checked_in(_dbapi_connection: Any, record: Any) -> None:
@@ -77,12 +81,28 @@ def _ping_when_idle(engine: Engine) -> None:
     @event.listens_for(engine, "checkout")
     def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         since = record.info.get("ablate_idle_since")
-        if since is None or time.monotonic() - since < PING_IDLE_S:
-            return  # new, or back within the second
+        if since is None or (time.monotonic() - since < PING_IDLE_S and not _spoken_to(dbapi_connection)):
+            return  # new, or back within the second and nothing from the server meanwhile
         try:
             engine.dialect.do_ping(dbapi_connection)
         except engine.dialect.loaded_dbapi.Error as exc:
             raise DisconnectionError(f"a pooled connection failed its ping: {exc}") from exc
+
+
+def _spoken_to(dbapi_connection: Any) -> bool:
+    """Whether the server wrote to an idle connection, or it is closed: a stopping or restarting
+    PostgreSQL ends each session with a message and closes it, leaving the socket readable, where an
+    idle session otherwise gets nothing. Seen without a round trip (``poll`` with no timeout; ``select``
+    refuses descriptors of 1,024 and more, which a busy server may hold)."""
+    if dbapi_connection.closed:
+        return True
+    fd = dbapi_connection.fileno()
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
 
 
 def check_connection(engine: Engine) -> None:
