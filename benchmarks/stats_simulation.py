@@ -786,16 +786,17 @@ def advisor(trials: int, seed: int) -> None:
     """checkpointing.recommend: does a new run's peak memory fall in its 95% prediction interval?
     Each trial draws a true peak(k) from the prior, measures the design's runs with multiplicative
     log-normal noise at the cluster's CV, and predicts one new run at a random k. Before: the noise
-    prior fixed at 2% worth 2 runs. After: pooled_noise over the cluster's other repeated cells (4
-    cells of 3 runs: 8 degrees of freedom), or nothing to pool (the 2% fallback, as before)."""
+    prior fixed at 2% worth 2 runs. Now, with nothing to pool: the 2% fallback worth a quarter of a
+    run; and pooled_noise over the cluster's other repeated cells (4 cells of 3 runs: 8 degrees of
+    freedom)."""
     prior = ckpt.memory_prior(ADVISOR_SHAPE, baseline_gib=0.35, baseline_sd_gib=0.25)
     rows = []
     for i, (design, ks) in enumerate(ADVISOR_DESIGNS.items()):
         for cv in (0.02, 0.05):
             rng = np.random.default_rng([seed, 20, i, int(cv * 1000)])
             s = math.sqrt(math.log1p(cv * cv))
-            hits = {"before": 0, "pooled": 0}
-            widths = {"before": 0.0, "pooled": 0.0}
+            hits = {"before": 0, "fallback": 0, "pooled": 0}
+            widths = {"before": 0.0, "fallback": 0.0, "pooled": 0.0}
             for _ in range(trials):
                 peak = _advisor_truth(rng, prior)
                 obs = [
@@ -805,19 +806,25 @@ def advisor(trials: int, seed: int) -> None:
                 cells = [list(100.0 * np.exp(s * rng.standard_normal(3))) for _ in range(4)]
                 k_new = int(rng.integers(0, prior.n_layers + 1))
                 new = peak(k_new) * math.exp(s * rng.standard_normal())
-                for name, noise in (("before", None), ("pooled", ckpt.Noise(ckpt.pooled_noise(cells)))):
+                for name, noise in (
+                    ("before", ckpt.Noise(ckpt.NoiseEstimate(0.02, 2.0, prior_dof=2.0))),
+                    ("fallback", None),
+                    ("pooled", ckpt.Noise(ckpt.pooled_noise(cells))),
+                ):
                     row = ckpt.recommend(prior, obs, device_memory_gib=1e6, target_group="g", noise=noise)
                     lo, hi = row.table[k_new].low_gib, row.table[k_new].high_gib
                     hits[name] += lo <= new <= hi
                     widths[name] += (hi - lo) / 2 / peak(k_new) / trials
             rows.append(
-                (design, f"{cv:.0%}", trials, pct(hits["before"] / trials), pct(hits["pooled"] / trials),
-                 f"{widths['before']:.1%} / {widths['pooled']:.1%}")
+                (design, f"{cv:.0%}", trials, pct(hits["before"] / trials), pct(hits["fallback"] / trials),
+                 pct(hits["pooled"] / trials),
+                 f"{widths['before']:.1%} / {widths['fallback']:.1%} / {widths['pooled']:.1%}")
             )  # fmt: skip
     table(
         "Advisor: a new run's peak memory in its 95% prediction interval (recommend)",
-        ["runs of the workload", "noise CV", "trials", "before: 2% assumed", "after: pooled (4 cells x 3)",
-         "half-width before / after"],
+        ["runs of the workload", "noise CV", "trials", "before: 2% worth 2 runs",
+         "now, nothing to pool: 2% worth 1/4", "now, pooled (4 cells x 3)",
+         "half-width before / fallback / pooled"],
         rows,
     )  # fmt: skip
 

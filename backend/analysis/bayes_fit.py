@@ -9,6 +9,7 @@ prediction intervals of peak memory covered 86% of new runs when the runs really
 run-to-run spread of the same cell (same workload, release, factors and k) measures that scatter
 directly, without any model: pooled over the cells of a cluster it is the prior of the fit's noise,
 worth as many observations as its degrees of freedom (benchmarks/stats_simulation.py, table advisor).
+With nothing to pool, the 2% guess is worth a quarter of an observation: the fit's residuals decide.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-# Without repeats to pool, the noise prior: 2% of the peak (the CPU runs of docs/advisor.md scattered
-# 1-2%) worth NOISE_DOF observations, so a fit's own residuals soon outweigh it.
+# Without repeats to pool, the peak-memory noise prior: 2% of the peak (the CPU runs of docs/advisor.md
+# scattered 1-2%) worth a quarter of an observation, so a fit's own residuals outweigh it at once. Worth
+# two, it held the estimate near 2% where runs scattered 5% and the 95% intervals covered 89.8-92.2%
+# (stats_simulation.py, table advisor); worth a quarter they cover 93.5-97.2% at 2% and at 5% noise.
 NOISE_REL = 0.02
-NOISE_DOF = 2.0
-TIME_NOISE = 0.05  # prior noise of log step time (5 %)
+NOISE_DOF = 0.25
+TIME_NOISE = 0.05  # prior noise of log step time (5 %), worth TIME_NOISE_DOF observations
+TIME_NOISE_DOF = 2.0
 # With this many degrees of freedom of repeats the pooled spread stands alone: a 2% prior worth 2 runs
 # held the estimate at 4.6% where the runs scattered 5% with 8 df pooled, and the intervals covered 92%.
 MIN_POOLED_DOF = 4
@@ -92,7 +96,9 @@ class Noise:
     """The noise priors of the advisor's two fits: peak memory (relative) and log step time."""
 
     memory: NoiseEstimate = NoiseEstimate(NOISE_REL, NOISE_DOF)
-    time: NoiseEstimate = NoiseEstimate(TIME_NOISE, NOISE_DOF, prior_rel=TIME_NOISE)
+    time: NoiseEstimate = NoiseEstimate(
+        TIME_NOISE, TIME_NOISE_DOF, prior_rel=TIME_NOISE, prior_dof=TIME_NOISE_DOF
+    )
 
 
 @dataclass(frozen=True)

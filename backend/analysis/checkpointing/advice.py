@@ -121,7 +121,8 @@ def recommend(
 ) -> Advice:
     """The smallest k whose predicted peak, at the upper end of its 95% prediction interval, fits
     ``device_memory_gib * utilisation``; with the predicted throughput against k = 0. ``noise``: the
-    noise priors, estimated from repeated runs (:func:`pooled_noise`); default 2% / 5% worth 2 runs."""
+    noise priors, estimated from repeated runs (:func:`pooled_noise`); default: peak memory 2% worth a
+    quarter of a run, step time 5% worth 2."""
     if not device_memory_gib > 0:
         raise ValueError(f"device memory must be positive, got {device_memory_gib}")
     if not 0 < utilisation <= 1:

@@ -146,7 +146,7 @@ def fit_memory(
     noise: NoiseEstimate | None = None,
 ) -> MemoryModel:
     """Calibrate ``prior`` with the peak memory of measured runs (any k, any group); ``noise`` is the
-    prior of one run's relative noise (default: 2% worth two runs)."""
+    prior of one run's relative noise (default: 2% worth a quarter of a run)."""
     noise = noise or Noise().memory
     coefficients = coefficients or LayerCoefficients()
     obs = [o for o in observations if o.peak_memory_gib is not None]

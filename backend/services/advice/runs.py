@@ -90,7 +90,11 @@ class ClusterRuns:
                         time.setdefault(cell, []).append(run.metrics["step_time_s"])
             self._noise[workload_id] = model.Noise(
                 memory=model.pooled_noise(memory.values()),
-                time=model.pooled_noise(time.values(), prior_rel=model.Noise().time.prior_rel),
+                time=model.pooled_noise(
+                    time.values(),
+                    prior_rel=model.Noise().time.prior_rel,
+                    prior_dof=model.Noise().time.prior_dof,
+                ),
             )
         return self._noise[workload_id]
 
