@@ -112,11 +112,10 @@ def _grid_of(loaded: Loaded) -> _Grid:
     clusters = sorted({cat.clusters[r.cluster_id] for r in current.values()}, key=lambda c: c.name)
     workloads = sorted({cat.workloads[r.workload_id] for r in current.values()}, key=lambda w: w.name)
     names = cat.names[1]  # workload names, not an ORM attribute per run
-    grid = {
-        c.name: sorted({names[r.workload_id] for r in current.values() if r.cluster_id == cid})
-        for c in clusters
-        for cid in (c.id,)
-    }
+    by_cluster: dict[int, set[str]] = defaultdict(set)  # one pass over the runs, not one per cluster
+    for r in current.values():
+        by_cluster[r.cluster_id].add(names[r.workload_id])
+    grid = {c.name: sorted(by_cluster[c.id]) for c in clusters}
     return _Grid(current, release_variants, base, variant_names, clusters, workloads, grid)
 
 
