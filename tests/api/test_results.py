@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
-from ablate.backend.api.routes.results import _misread, _parse
+from ablate.backend.api.routes.results import _misread, _parse, _parse_simd, _raw_brackets
 from ablate.backend.db.models import Cluster, Run, RunMetric, RunSeries
 from ablate.backend.schemas.results import ResultsBatch, compact_series
 from tests.api.conftest import auth, make_token
@@ -280,6 +280,74 @@ def test_compact_series_packs_exactly_plain_numbers() -> None:
             assert out["values"].tolist() == [float(v) for v in series["values"]]
         else:
             assert out == series
+
+
+def _body(*results: dict[str, Any], escape: bool = False) -> bytes:
+    """A batch as CI would send it; with ``escape``, each ``[`` inside a string written as ``\\u005b``."""
+    text = json.dumps({"results": list(results)})
+    if escape:
+        text = text.replace('"[', '"\\u005b')
+    return text.encode()
+
+
+def test_simdjson_takes_plain_bodies_and_leaves_what_it_cannot_vouch_for() -> None:
+    plain = _parse_simd(bytearray(_body(result(), result(log_tail="[rank0]: step 3 [ok]"))))
+    assert plain is not None
+    series = plain["results"][1]["series"]["step_time_s"]
+    assert series["steps"].dtype == np.int64 and series["steps"].tolist() == [1, 2, 3]
+    assert series["values"].dtype == np.float64 and series["values"].tolist() == [5.3, 5.1, 5.08]
+    assert plain["results"][1]["log_tail"] == "[rank0]: step 3 [ok]"
+    # as_buffer would flatten these into plain steps: the count of "[" gives them away
+    for hidden in ([[1], [2], [3]], [[], [1, 2], [3]], [1, [2], 3]):
+        nested = result(series={"step_time_s": {"steps": hidden, "values": [5.3, 5.1, 5.08]}})
+        assert _parse_simd(bytearray(_body(nested))) is None
+        # even beside an escaped "[" that decodes to one without being one
+        assert _parse_simd(bytearray(_body(nested, result(log_tail="[x"), escape=True))) is None
+    assert _parse_simd(bytearray(_body(result(log_tail="[x"), escape=True))) is not None
+    twice = _body(result()).replace(b'"results"', b'"results": [], "results"', 1)
+    assert _parse_simd(bytearray(twice)) is None
+    assert _parse_simd(bytearray(b"[1, 2]")) is None
+    assert _parse_simd(bytearray(b'{"results": [{"repeat": 18446744073709551616}]}')) is None
+
+
+def test_raw_brackets_counts_as_bytes_count_does() -> None:
+    rng = np.random.default_rng(5)
+    pieces = [b"[", b"]", b"\\", b"u", b"005", b"b", b"B", b"\\u005b", b"\\u005B", b"\\u005c", b"x", b"1,"]
+    for _ in range(2000):
+        body = b"".join(pieces[int(i)] for i in rng.integers(len(pieces), size=int(rng.integers(0, 30))))
+        expected = body.count(b"[") + body.count(b"\\u005b") + body.count(b"\\u005B")
+        assert _raw_brackets(bytearray(body)) == expected, body
+
+
+_AWKWARD = [*_ODD, [[1], [2]], [[]], "[", "\\u005b", {"steps": [1], "values": [1.0]}]
+
+
+def test_every_way_of_parsing_reads_as_the_json_module() -> None:
+    rng = np.random.default_rng(11)
+
+    def awkward() -> Any:
+        return copy.deepcopy(_AWKWARD[int(rng.integers(len(_AWKWARD)))])
+
+    for _ in range(400):
+        one = result(log_tail=str(rng.choice(["plain", "[rank0] done", "a [b] [c"])))
+        series = one["series"]["step_time_s"]
+        for _ in range(int(rng.choice([0, 1, 1, 2, 3]))):
+            where = int(rng.integers(6))
+            if where < 2:
+                part = series["steps" if where == 0 else "values"]
+                part[int(rng.integers(len(part)))] = awkward()
+            elif where == 2:
+                series["extra"] = awkward()
+            elif where == 3:
+                one["series"]["other"] = awkward()
+            elif where == 4:
+                one["provenance"][str(rng.choice(["k", "[k]"]))] = awkward()
+            else:
+                one["repeat"] = awkward()
+        body = _body(one, result(), escape=bool(rng.random() < 0.3))
+        if rng.random() < 0.2:  # a key twice: the json module keeps the last
+            body = body.replace(b'"log_tail"', b'"log_tail": "first", "log_tail"', 1)
+        assert _outcome(lambda b: _parse([bytearray(b)]), body) == _outcome(_by_json_module, body), body[:300]
 
 
 def test_bad_json_and_empty_batch(live_server: LiveServer, admin: httpx.Client, ci: httpx.Client) -> None:
