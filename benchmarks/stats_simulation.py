@@ -14,9 +14,10 @@ an interval shown as 95% covers the truth 93-97% of the time; false improved/reg
 Issue 27's scenarios, each with its before and after: ``zero_variance`` (deterministic 2x2 designs),
 ``two_values`` (a 2-value side, equal and 5x noisier), ``suspects`` (how many unchanged comparisons
 read "suspect"), ``session_noise`` (a session level of 0-2% between releases, with and without the
-between-session variance), ``drift`` (a steady loss per release: lookback vs trend). Before-figures
-of code that changed come from running this file against
-the previous commit (PYTHONPATH at its tree); docs/statistics.md shows both.
+between-session variance), ``session_reruns`` (that variance from reruns of the same images
+against releases that also moved for real), ``drift`` (a steady loss per release: lookback vs
+trend). Before-figures of code that changed come from running this file against the previous
+commit (PYTHONPATH at its tree); docs/statistics.md shows both.
 
 A coverage figure from T trials has a standard error of about sqrt(0.95 * 0.05 / T): 0.7 points
 at the default 1000 trials. Runtime of a default run: about two minutes on one core.
@@ -44,7 +45,7 @@ from ablate.backend.analysis.regression import (
     lookback,
     trend_many,
 )
-from ablate.backend.analysis.session import session_variance
+from ablate.backend.analysis.session import rerun_variances, session_variance
 from ablate.backend.analysis.stats import summarize_many
 
 SIZES = (2, 3, 5, 10)
@@ -556,6 +557,86 @@ def session_noise(trials: int, seed: int) -> None:
     )
 
 
+def session_reruns(trials: int, seed: int) -> None:
+    """The test against the release 5 back, its between-session variance from successive releases or
+    from reruns of the same images (issue 27: a same-session baseline's re-run and its own earlier run).
+
+    A pool of 20 cells and 5 earlier releases; between releases every cell also moves for real by
+    ``wander`` (a random walk on the log scale), which release-to-release differences hold and
+    reruns do not. The baseline (the newest earlier release) is re-run beside the new release (one
+    session, its effect shared); the new release is the baseline's level but for one cell 15% down.
+    Its test against the release 5 back (the service's K-back comparison, moderated t) is scored
+    against the truth: coverage of the 19 other cells' intervals, false verdicts (regressed or improved
+    where the true change is within the 3% threshold or of the other sign), the drop found."""
+    rows = []
+    cells, earlier, cv = 20, 5, 0.02
+    releases = max(20, trials // cells)
+    for wander in (0.0, 0.02):
+        for level in (0.01, 0.02):
+            for n in (3, 5):
+                rng = np.random.default_rng([seed, 32, n, int(level * 1000), int(wander * 1000)])
+                got: dict[str, list[float]] = {
+                    k: [] for k in ("tc", "tr", "cc", "cr", "fc", "fr", "pc", "pr")
+                }
+                for _ in range(releases):
+                    steps = wander * rng.standard_normal((earlier, cells))
+                    steps[0] = 0.0
+                    walk = np.exp(np.cumsum(steps, axis=0))  # each earlier release's true level
+                    history = [_session_draw(rng, walk[j], level, n, cv) for j in range(earlier)]
+                    truth = walk[-1].copy()
+                    truth[-1] *= 0.85
+                    shift = np.exp(level * rng.standard_normal(cells))  # the re-run's and new's session
+                    rerun = [draw(rng, n, MU * walk[-1][i] * shift[i], cv, "lognormal") for i in range(cells)]
+                    new = [draw(rng, n, MU * truth[i] * shift[i], cv, "lognormal") for i in range(cells)]
+                    # The service's chain: earlier releases, the baseline's values being its re-run's.
+                    chain = session_variance(
+                        [[*(h[i] for h in history[:-1]), rerun[i]] for i in range(cells)]
+                    )
+                    reruns = rerun_variances({0: [(history[-1][i], rerun[i]) for i in range(cells)]})[0]
+                    change = (truth / walk[0] - 1.0) * 100.0
+                    for tag, sv in (("c", chain), ("r", reruns)):
+                        tau2 = sv.tau2 or 0.0
+                        got["t" + tag].append(math.sqrt(tau2))
+                        pairs = [
+                            ReleasePair(history[0][i], new[i], METRIC, session_var=2 * tau2, session_df=sv.df)
+                            for i in range(cells)
+                        ]
+                        res = compare_releases_many(pairs, moderate=True)
+                        for r, c in zip(res[:-1], change[:-1], strict=True):
+                            got["c" + tag].append(bool(covers(r.change_ci_low, r.change_ci_high, float(c))))
+                            called = {"regressed": -1, "improved": 1}.get(r.verdict, 0)
+                            got["f" + tag].append(called != 0 and (abs(c) < 3.0 or called * c < 0))
+                        got["p" + tag].append(res[-1].verdict == "regressed")
+                m = {k: pct(sum(v) / len(v)) for k, v in got.items() if k[0] != "t"}
+                rows.append(
+                    (
+                        f"{wander:.0%}",
+                        f"{level:.0%}",
+                        n,
+                        releases * (cells - 1),
+                        f"{float(np.median(got['tc'])):.2%} / {float(np.median(got['tr'])):.2%}",
+                        f"{m['cc']} / {m['cr']}",
+                        f"{m['fc']} / {m['fr']}",
+                        f"{m['pc']} / {m['pr']}",
+                    )
+                )
+    table(
+        "Session noise from reruns of the same images (20 cells, 5 earlier releases, CV 2%, test against "
+        "the release 5 back); release-to-release / reruns",
+        [
+            "real moves a release",
+            "session level",
+            "n",
+            "comparisons",
+            "median tau estimate",
+            "coverage",
+            "false verdicts",
+            "15% drop found",
+        ],
+        rows,
+    )
+
+
 def drift(trials: int, seed: int) -> None:
     """lookback (before), trend_many and the test against the release K back (after) on a steady loss
     per release or one earlier step: 5 earlier releases and this one, each 5 repeats at CV 2% plus a
@@ -843,6 +924,7 @@ TABLES: dict[str, Callable[[int, int], None]] = {
     "two_values": two_values,
     "suspects": suspects,
     "session_noise": session_noise,
+    "session_reruns": session_reruns,
     "drift": drift,
     "family_power": family_power,
     "environment": environment,

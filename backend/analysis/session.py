@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
@@ -33,6 +33,9 @@ import numpy as np
 SESSION_METHOD = (
     "method of moments over successive release-to-release differences of a pool's cells (log scale)"
 )
+# Where the same images ran in two sessions (a same-session baseline's re-run beside the release and
+# its own earlier runs), their differences are session noise alone: no change of the release in them.
+RERUN_METHOD = "method of moments over reruns of the same images in two sessions (log scale)"
 K = TypeVar("K")
 
 # Below this many differences the estimate is too unstable to widen every verdict with.
@@ -98,6 +101,20 @@ def session_variances(pools: Mapping[K, Sequence[Sequence[Sequence[float]]]]) ->
             tau2 = max(0.0, (total_d2 - total_w) / (2.0 * m))
             out[key] = SessionVariance(tau2, max(1.0, 2.0 * m / 3.0), m, used_cells)
     return out
+
+
+def rerun_variances(
+    pools: Mapping[K, Sequence[tuple[Sequence[float], Sequence[float]]]],
+) -> dict[K, SessionVariance]:
+    """tau^2 of every pool from pairs of sessions of the same images (a cell's earlier session and its
+    rerun): the moments of :func:`session_variances`, one difference a pair. No change of the release
+    is in these differences (between releases, whatever changed inflates the estimate), and the pairs
+    share no session, so the estimate has ``m`` degrees of freedom rather than ``2 m / 3``."""
+    estimates = session_variances({key: [list(pair) for pair in pairs] for key, pairs in pools.items()})
+    return {
+        key: replace(sv, method=RERUN_METHOD, df=None if sv.tau2 is None else float(sv.n_differences))
+        for key, sv in estimates.items()
+    }
 
 
 def session_variance(cells: Sequence[Sequence[Sequence[float]]]) -> SessionVariance:

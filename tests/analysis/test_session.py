@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ablate.backend.analysis.regression import ReleasePair, compare_releases_many
-from ablate.backend.analysis.session import MIN_DIFFERENCES, session_variance
+from ablate.backend.analysis.session import MIN_DIFFERENCES, RERUN_METHOD, rerun_variances, session_variance
 
 MU = 100.0
 TPUT = "throughput_tokens_per_s"
@@ -31,6 +31,23 @@ def test_the_estimate_recovers_the_session_level() -> None:
     assert sv.tau is not None and 0.016 <= sv.tau <= 0.024
     quiet = [_release(rng, 40, 5, 0.0) for _ in range(6)]
     assert (session_variance([[h[i] for h in quiet] for i in range(40)]).tau or 0.0) < 0.005
+
+
+def test_reruns_of_the_same_images_leave_out_what_changed_between_releases() -> None:
+    """Cells that also move 3% a release for real: successive releases read that as session noise,
+    pairs of sessions of the same images (a release and its rerun) do not."""
+    rng = np.random.default_rng(32)
+    moves = np.exp(np.cumsum(0.03 * rng.standard_normal((6, 40)), axis=0))
+    history = [_release(rng, 40, 5, 0.01, moves[j]) for j in range(6)]
+    rerun = _release(rng, 40, 5, 0.01, moves[-1])
+    chain = session_variance([[h[i] for h in history] for i in range(40)])
+    pairs = rerun_variances({"c": [(history[-1][i], rerun[i]) for i in range(40)]})["c"]
+    assert chain.tau is not None and chain.tau > 0.018
+    assert pairs.tau is not None and 0.006 <= pairs.tau <= 0.014
+    # 40 pairs that share no session: 40 degrees of freedom (a chain's 200 differences give 133)
+    assert pairs.n_differences == 40 and pairs.df == 40.0 and pairs.method == RERUN_METHOD
+    too_few = rerun_variances({"c": [(history[-1][i], rerun[i]) for i in range(2)]})["c"]
+    assert too_few.tau2 is None and too_few.df is None
 
 
 def test_too_few_differences_say_unknown_and_one_value_sessions_are_skipped() -> None:

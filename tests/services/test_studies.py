@@ -175,3 +175,64 @@ def test_the_verdict_uses_the_same_session_baseline_and_says_so(database: Databa
     # Both sides share the session: no between-session variance is added, and the result says so.
     assert delta.result.session_var == 0.0
     assert "same-session baseline: no between-session variance added" in delta.result.reasons
+
+
+@pytest.mark.parametrize("tag_moved", [False, True])
+def test_reruns_of_the_same_images_give_the_session_noise(
+    database: Database, seeded: Catalog, tag_moved: bool
+) -> None:
+    """Five earlier releases a study each, then the release with 25.11 re-run beside it. Between the
+    releases each cell also moved for real (5% a release, which inflates a release-to-release estimate);
+    25.11's own session and its re-run are the same images, so their six differences are session noise
+    alone and give the test against the release five back its variance. Where the re-run recorded
+    other images than 25.11's own runs (its tag moved), those cells are no reruns: too few remain."""
+    import numpy as np
+
+    from ablate.backend.schemas.catalog import ReleaseCreate
+    from ablate.backend.services import catalog, comparison
+
+    rng = np.random.default_rng(32)
+    tags = ["25.07", "25.08", "25.09", "25.10", "25.11"]
+    with database.transaction() as s:
+        for tag in tags[:-1]:
+            catalog.create_release(s, ReleaseCreate(image="training-nv-pytorch", tag=tag, platform="gpu"))
+    old = _second_release(database)
+    level = {tag: 1 + 0.05 * rng.standard_normal(6) for tag in tags}  # real moves, release to release
+    level["25.12"] = level["25.11"]
+
+    def finish(study_id: int, digest: str, moved: bool) -> None:
+        shift = np.exp(0.01 * rng.standard_normal(6))  # this session's effect on each cell
+        with database.transaction() as s:
+            for run in s.scalars(select(Run).where(Run.study_id == study_id)):
+                cell = 2 * (run.variant.position or 0) + seeded.workloads.index(run.workload.name)
+                value = 1000.0 * level[run.release.tag][cell] * shift[cell] * (1 + 0.004 * run.repeat)
+                ran = "sha256:other" if moved and cell < 4 and run.release.tag == "25.11" else digest
+                result = RunResult(
+                    "succeeded",
+                    metrics={"throughput_tokens_per_s": (value, "tokens/s")},
+                    provenance={"image": f"training-nv-pytorch:{run.release.tag}", "image_digest": ran},
+                )
+                ingest.record_run_result(s, run, result)
+
+    for tag in tags:
+        with database.transaction() as s:
+            study = studies.create_study(s, plan(seeded, release=f"training-nv-pytorch:{tag}")).id
+        finish(study, f"sha256:{tag}", moved=False)
+    with database.transaction() as s:
+        paired = studies.create_study(s, plan(seeded, baseline=old)).id
+    finish(paired, "sha256:25.11", moved=tag_moved)
+    with database.read() as s:
+        comp = comparison.build_release_comparison(s, seeded.release, baseline_ref=old)
+    assert comp.baseline_source == "same-session"
+    deltas = [d for d in comp.deltas if d.metric == "throughput_tokens_per_s"]
+    assert len(deltas) == 6
+    for d in deltas:
+        assert d.result is not None and d.result.session_var == 0.0  # against the re-run: none
+        assert d.k_back is not None and d.k_back_release == "training-nv-pytorch:25.07"
+        (note,) = [x for x in d.k_back.reasons if x.startswith("between-session variance added: tau ")]
+        if tag_moved:
+            assert note.endswith("(24 release-to-release differences of 6 cells on cpu-1)"), note
+        else:
+            assert note.endswith("(6 reruns of the same images in another session, 6 cells on cpu-1)"), note
+            # session noise alone (1% here), not the releases' real moves (5%) it would hold otherwise
+            assert d.k_back.session_var < 2 * 0.025**2

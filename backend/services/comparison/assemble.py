@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ablate.backend.analysis.ablation import LadderInput, analyze_ladders
@@ -69,6 +69,8 @@ class Loaded:
     found_new: dict[str, str] | None = None  # what this release's images hold
     verdict_values: ValuesByRelease | None = None  # by_release less busy-host runs (unless kept)
     busy: frozenset[int] = frozenset()  # busy-host runs of the release and its baseline
+    # A same-session baseline's own earlier session, per cell: reruns of the same images (session noise)
+    reruns: Mapping[Cell, Mapping[str, list[float]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,7 @@ def _deltas_and_notes(loaded: Loaded, frame: _Frame) -> tuple[tuple[ReleaseDelta
         frame.directions,
     )
     same = loaded.source == "same-session"
-    inp = DeltaInputs(verdict_values, *shape, opts, busy_cells, same_session=same)
+    inp = DeltaInputs(verdict_values, *shape, opts, busy_cells, same_session=same, reruns=loaded.reruns)
     sessions = session_levels(inp)
     deltas, notes = release_deltas(inp, sessions)
     environment: list[str] = []

@@ -15,7 +15,13 @@ from typing import NamedTuple
 
 from ablate.backend.analysis.environment import common_shifts
 from ablate.backend.analysis.regression import LookbackRequest, ReleasePair
-from ablate.backend.analysis.session import MIN_DIFFERENCES, SessionVariance, session_variances
+from ablate.backend.analysis.session import (
+    MIN_DIFFERENCES,
+    RERUN_METHOD,
+    SessionVariance,
+    rerun_variances,
+    session_variances,
+)
 from ablate.backend.db.models import Release
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison.loading import Catalog, Cell
@@ -40,6 +46,8 @@ class DeltaInputs:
     opts: ComparisonOptions
     busy_cells: Mapping[Cell, int] = field(default_factory=dict)  # busy-host runs per cell
     same_session: bool = False  # the baseline's runs were re-run beside this release's
+    # then the baseline's own earlier session, per cell, where the re-run ran the same images
+    reruns: Mapping[Cell, Mapping[str, list[float]]] = field(default_factory=dict)
 
     def unit(self, metric: str) -> str:
         return self.units.get(metric) or describe_metric(metric).unit
@@ -258,7 +266,9 @@ def _environment_note(head: str, busy: int) -> str:
 def session_levels(inp: DeltaInputs) -> Sessions:
     """Between-session variance per (cluster, metric), pooled over the cluster's cells, from the
     earlier releases only (the lookback releases and the baseline, oldest first): each release's runs
-    of a cell are one session. The release under test never enters its own noise estimate."""
+    of a cell are one session. The release under test never enters its own noise estimate. Where a
+    same-session baseline's re-run and its own earlier runs give a pool enough differences, these
+    reruns of the same images decide alone (:func:`_from_reruns`)."""
     earlier = list(inp.history)
     if inp.baseline is not None and all(r.id != inp.baseline.id for r in earlier):
         earlier.append(inp.baseline)
@@ -269,7 +279,22 @@ def session_levels(inp: DeltaInputs) -> Sessions:
         of_cell = [values.get(cell, {}) for values in held]
         for metric in inp.metrics:
             per[(cell[0], metric)].append([v.get(metric, ()) for v in of_cell])
-    return session_variances(per)
+    sessions = session_variances(per)
+    if inp.reruns and inp.baseline is not None:
+        sessions.update(_from_reruns(inp, inp.baseline.id))
+    return sessions
+
+
+def _from_reruns(inp: DeltaInputs, baseline_id: int) -> Sessions:
+    """Between-session variance from the same images run in two sessions (the baseline's earlier runs
+    and its re-run beside the release), for each pool with enough of them (:func:`rerun_variances`)."""
+    rerun = inp.by_release.get(baseline_id, {})
+    pairs: dict[tuple[str, str], list[tuple[Sequence[float], Sequence[float]]]] = defaultdict(list)
+    for cell in sorted(inp.reruns):
+        earlier, beside = inp.reruns[cell], rerun.get(cell, {})
+        for metric in inp.metrics:
+            pairs[(cell[0], metric)].append((earlier.get(metric, ()), beside.get(metric, ())))
+    return {key: sv for key, sv in rerun_variances(pairs).items() if sv.tau2 is not None}
 
 
 def session_term(
@@ -280,9 +305,9 @@ def session_term(
         return 0.0, None, "same-session baseline: no between-session variance added"
     if sv is None or sv.tau2 is None:
         return 0.0, None, None  # said once per cluster in the comparison's notes (release_deltas)
-    return (
-        2.0 * sv.tau2,
-        sv.df,
-        f"between-session variance added: tau {sv.tau2**0.5 * 100:.2g}% "
-        f"({sv.n_differences} release-to-release differences of {sv.n_cells} cells on {cluster})",
+    source = (
+        f"{sv.n_differences} reruns of the same images in another session, {sv.n_cells} cells on {cluster}"
+        if sv.method == RERUN_METHOD
+        else f"{sv.n_differences} release-to-release differences of {sv.n_cells} cells on {cluster}"
     )
+    return 2.0 * sv.tau2, sv.df, f"between-session variance added: tau {sv.tau2**0.5 * 100:.2g}% ({source})"

@@ -153,19 +153,57 @@ def load_env_rows(session: Session, release_id: int) -> list[EnvRow]:
     ]
 
 
-def keep_same_session_baseline(rows: Rows, release_id: int, baseline_id: int) -> list[int]:
+def keep_same_session_baseline(rows: Rows, release_id: int, baseline_id: int) -> Rows | None:
     """When studies of the release re-ran the baseline beside it (a plan's ``baseline:``), keep only
     those baseline runs: they share the day, the nodes and the driver state with the release's own, so
-    session noise cancels in the comparison. Returns the studies that did (empty: nothing changed)."""
+    session noise cancels in the comparison. Returns None when none did (nothing changed), else the
+    baseline's other runs, taken out of ``rows``: its own earlier session (:func:`rerun_values`)."""
     studies = {r.study_id for r in rows.runs.values() if r.release_id == release_id}
     studies.discard(None)
     paired = {rid for rid, r in rows.runs.items() if r.release_id == baseline_id and r.study_id in studies}
     if not paired:
-        return []
+        return None
+    earlier = Rows(directions=rows.directions)
     for rid in [rid for rid, r in rows.runs.items() if r.release_id == baseline_id and rid not in paired]:
-        del rows.runs[rid]
-        rows.metrics.pop(rid, None)
-    return sorted({s for s in (rows.runs[rid].study_id for rid in paired) if s is not None})
+        earlier.runs[rid] = rows.runs.pop(rid)
+        if rid in rows.metrics:
+            earlier.metrics[rid] = rows.metrics.pop(rid)
+    return earlier
+
+
+# The image a run ran in, as images.digest_of reads it from the provenance: its digest, else its id.
+_DIGEST = func.coalesce(Run.provenance["image_digest"].as_string(), Run.provenance["image_id"].as_string())
+
+
+def rerun_values(
+    session: Session, earlier: Rows, rows: Rows, baseline_id: int, cat: Catalog, skip: Collection[int] = ()
+) -> dict[Cell, dict[str, list[float]]]:
+    """The baseline's earlier session of each cell that its re-run beside the release repeated with the
+    same images: two sessions of one image, whose difference is session noise alone (issue 27's
+    "reruns of the same image digest"). A cell is left out where both sessions recorded the images
+    they ran in and these differ (the tag moved between them); where either recorded none, the
+    release's tag is taken as the same images. ``earlier``: :func:`keep_same_session_baseline`'s runs;
+    ``skip``: runs left out (busy hosts). One query, for these runs only."""
+    if not earlier.runs:
+        return {}
+    succeeded = [rid for rid, r in earlier.runs.items() if r.status == RunStatus.succeeded]
+    succeeded += [
+        rid for rid, r in rows.runs.items() if r.release_id == baseline_id and r.status == RunStatus.succeeded
+    ]
+    query = select(Run.id, _DIGEST).where(Run.id.in_(succeeded))
+    found = session.connection().execute(query).all() if succeeded else []
+    images: dict[tuple[bool, Cell | None], set[str]] = defaultdict(set)  # (earlier?, cell) -> digests
+    for rid, digest in found:
+        if digest:
+            r = earlier.runs.get(rid) or rows.runs[rid]
+            images[(rid in earlier.runs, cat.cell(r.cluster_id, r.workload_id, r.variant_id))].add(digest)
+
+    def moved(cell: Cell) -> bool:
+        old, new = images[(True, cell)], images[(False, cell)]
+        return bool(old and new and old != new)
+
+    values = values_by_release(earlier, cat, skip=skip).get(baseline_id, {})
+    return {cell: dict(by_metric) for cell, by_metric in values.items() if not moved(cell)}
 
 
 @dataclass

@@ -37,6 +37,7 @@ from ablate.backend.services.comparison.loading import (
     load_env_rows,
     load_rows,
     pick_metrics,
+    rerun_values,
     values_by_release,
 )
 from ablate.backend.services.comparison.model import ComparisonOptions, ReleaseComparison
@@ -225,7 +226,8 @@ def _build(
     with _collector_paused():
         ids = [release.id] + ([baseline.id] if baseline else [])
         rows = load_rows(session, release_ids=ids)
-        if baseline is not None and keep_same_session_baseline(rows, release.id, baseline.id):
+        earlier = keep_same_session_baseline(rows, release.id, baseline.id) if baseline is not None else None
+        if earlier is not None:
             source = "same-session"
         cat = load_catalog(session, rows, [release, *([baseline] if baseline else []), *history])
         by_release = values_by_release(rows, cat)
@@ -252,6 +254,10 @@ def _build(
         # Only where the runs recorded their images (container runs): no query otherwise.
         found_new = images.components_of(session, digests) if digests else None
         found_old = images.found_components(session, baseline) if baseline is not None and found_new else None
+        reruns = {}
+        if earlier is not None and baseline is not None:
+            skip = () if opts.busy_hosts else busy_runs(earlier)
+            reruns = rerun_values(session, earlier, rows, baseline.id, cat, skip)
         loaded = Loaded(
             release,
             baseline,
@@ -266,6 +272,7 @@ def _build(
             found_new,
             verdict_values,
             frozenset(busy),
+            reruns,
         )
         studies = {r.study_id for r in rows.runs.values() if r.release_id == release.id}
         return _Kept(assemble(loaded, opts), tuple(sorted(s for s in studies if s is not None)))
