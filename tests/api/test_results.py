@@ -307,6 +307,11 @@ def test_simdjson_takes_plain_bodies_and_leaves_what_it_cannot_vouch_for() -> No
     twice = _body(result()).replace(b'"results"', b'"results": [], "results"', 1)
     assert _parse_simd(bytearray(twice)) is None
     assert _parse_simd(bytearray(b"[1, 2]")) is None
+    # past orjson's 1 MiB too: the same outcome as the json module's (which larger bodies went through)
+    points = list(range(1, 80_001))
+    big = _body(result(series={"step_time_s": {"steps": points, "values": [p / 7 for p in points]}}))
+    assert len(big) > 1024 * 1024 and _parse_simd(bytearray(big)) is not None
+    assert _outcome(lambda b: _parse([bytearray(b)]), big) == _outcome(_by_json_module, big)
     assert _parse_simd(bytearray(b'{"results": [{"repeat": 18446744073709551616}]}')) is None
 
 

@@ -3,17 +3,18 @@
 The body is read and parsed here rather than by FastAPI, with memory bounded: the bytes are kept once
 (not also cached on the request) and dropped as soon as they are decoded. Whatever the way, the schema
 sees what the json module would give, series as numpy arrays where every point is a plain number
-(:func:`~ablate.backend.schemas.results.compact_series`). A body up to :data:`FAST_BODY` (1 MiB: ten
-results of 5,000 points) is parsed by simdjson, each series copied into arrays in C
-(:func:`_parse_simd`); where that way cannot vouch for the result (an array nested in a series, a key
-twice, anything simdjson will not read), by orjson, twice as fast as the json module here, its series
-lists then becoming arrays (it briefly holds about 16x the body in Python objects). A larger body is
-parsed by the json module with each step series becoming arrays as soon as it is parsed, so it peaks
-at about 3x its body (``benchmarks/ingest_memory.py``). A body orjson refuses (NaN, Infinity)
-or may have misread (a float of 2**63 or more in its parse: orjson reads an integer beyond 64 bits as
-one, the json module exactly, for the schema to refuse at its place) goes that way too. The
-token check, parsing and storing run in one trip to the thread pool, so a large batch never blocks
-the event loop.
+(:func:`~ablate.backend.schemas.results.compact_series`). A body is parsed by simdjson, each series
+copied into arrays in C (:func:`_parse_simd`): eight concurrent 9.8 MiB bodies peaked at 4.7x the
+body a request against 4.1x the json module's way, and were stored in 2.3-2.7 s against 5.1-8.8 s
+(``benchmarks/ingest_memory.py``). Where that way cannot vouch
+for the result (an array nested in a series, a key twice, anything simdjson will not read), a body up
+to :data:`FAST_BODY` (1 MiB) is parsed by orjson, twice as fast as the json module here, its series
+lists then becoming arrays (it briefly holds about 16x the body in Python objects), and a larger one
+by the json module with each step series becoming arrays as soon as it is parsed. A body orjson
+refuses (NaN, Infinity) or may have misread (a float of 2**63 or more in its parse: orjson reads an
+integer beyond 64 bits as one, the json module exactly, for the schema to refuse at its place) goes
+that way too. The token check, parsing and storing run in one trip to the thread pool, so a large
+batch never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -219,11 +220,11 @@ def _brackets(value: Any) -> int:
 def _parse(holder: list[bytearray]) -> ResultsBatch:
     """The batch from the body in ``holder`` (emptied: the bytes are freed once decoded)."""
     body = holder.pop()
+    fast = _parse_simd(body)
+    if fast is not None:
+        del body
+        return ResultsBatch.model_validate(fast)
     if len(body) <= FAST_BODY:
-        fast = _parse_simd(body)
-        if fast is not None:
-            del body
-            return ResultsBatch.model_validate(fast)
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
