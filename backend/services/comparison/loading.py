@@ -171,8 +171,12 @@ def keep_same_session_baseline(rows: Rows, release_id: int, baseline_id: int) ->
     return earlier
 
 
-# The image a run ran in, as images.digest_of reads it from the provenance: its digest, else its id.
-_DIGEST = func.coalesce(Run.provenance["image_digest"].as_string(), Run.provenance["image_id"].as_string())
+# The image a run ran in, as images.digest_of reads it from the provenance: its digest, else its id
+# (an empty one counts as none there too).
+_DIGEST = func.coalesce(
+    func.nullif(Run.provenance["image_digest"].as_string(), ""),
+    func.nullif(Run.provenance["image_id"].as_string(), ""),
+)
 
 
 def rerun_values(
