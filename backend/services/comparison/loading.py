@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from ablate.backend.db.models import Cluster, Release, Run, RunMetric, RunStatus, Variant, Workload
 from ablate.backend.services.comparison.model import DEFAULT_LADDER, MEMORY_METRICS, PRIMARY_METRICS
+from ablate.backend.services.images import digest_of
 
 Cell = tuple[str, str, str]  # cluster, workload, variant names
 
@@ -171,14 +172,6 @@ def keep_same_session_baseline(rows: Rows, release_id: int, baseline_id: int) ->
     return earlier
 
 
-# The image a run ran in, as images.digest_of reads it from the provenance: its digest, else its id
-# (an empty one counts as none there too).
-_DIGEST = func.coalesce(
-    func.nullif(Run.provenance["image_digest"].as_string(), ""),
-    func.nullif(Run.provenance["image_id"].as_string(), ""),
-)
-
-
 def rerun_values(
     session: Session, earlier: Rows, rows: Rows, baseline_id: int, cat: Catalog, skip: Collection[int] = ()
 ) -> dict[Cell, dict[str, list[float]]]:
@@ -194,11 +187,11 @@ def rerun_values(
     succeeded += [
         rid for rid, r in rows.runs.items() if r.release_id == baseline_id and r.status == RunStatus.succeeded
     ]
-    query = select(Run.id, _DIGEST).where(Run.id.in_(succeeded))
+    query = select(Run.id, Run.provenance).where(Run.id.in_(succeeded))
     found = session.connection().execute(query).all() if succeeded else []
     images: dict[tuple[bool, Cell | None], set[str]] = defaultdict(set)  # (earlier?, cell) -> digests
-    for rid, digest in found:
-        if digest:
+    for rid, provenance in found:
+        if digest := digest_of(provenance or {}):
             r = earlier.runs.get(rid) or rows.runs[rid]
             images[(rid in earlier.runs, cat.cell(r.cluster_id, r.workload_id, r.variant_id))].add(digest)
 
