@@ -181,3 +181,8 @@ def throughput_vs_k(result: CheckpointingAdvice) -> go.Figure:
 
 def _dtick(n_layers: int) -> int:
     return max(1, n_layers // 16)
+
+
+def advisor_charts(result: CheckpointingAdvice) -> list[tuple[str, go.Figure]]:
+    """The advisor's figures of one cell by kind, in order: the report and the release page show these."""
+    return [("memory", memory_vs_k(result)), ("throughput", throughput_vs_k(result))]

@@ -10,12 +10,15 @@ script as a file; the self-contained report inlines it and allows it by its hash
 
 from __future__ import annotations
 
+import html
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 import plotly.graph_objects as go
 import plotly.io as pio
 import plotly.offline
+from markupsafe import Markup
 from plotly.io.json import to_json_plotly
 
 _DIV_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -58,6 +61,24 @@ def figure_to_div(fig: go.Figure, div_id: str) -> str:
         f'<script type="application/json" data-plotly-figure="{div_id}">{body}</script>'
         "</div>"
     )
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A figure ready to embed (the report's, the dashboard's): its div, title, kind and traces."""
+
+    div_id: str
+    title: str
+    html: Markup
+    kind: str = ""
+    traces: int = 0  # the dashboard's browser tests check that every trace was drawn
+
+
+def embed(fig: go.Figure, div_id: str, kind: str = "") -> Chart:
+    """``fig`` as a :class:`Chart` under ``div_id`` (:func:`figure_to_div`)."""
+    title = html.unescape(fig.layout.title.text or div_id)  # the chart's title is plotly plain text
+    # plotly-generated markup with our own escaping of the data block: trusted
+    return Chart(div_id, title, Markup(figure_to_div(fig, div_id)), kind, len(fig.data))
 
 
 @lru_cache(maxsize=1)

@@ -5,14 +5,12 @@ Shared by the HTML and Markdown reports; the same advice gives the same bytes.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from html import unescape
-
-from markupsafe import Markup
 
 from ablate.backend import charts
-from ablate.backend.charts.checkpointing import memory_vs_k, throughput_vs_k
+from ablate.backend.charts import Chart
+from ablate.backend.charts.checkpointing import advisor_charts
 from ablate.backend.domain.formatting import MEDIAN_DIGITS, interval, num, num_ci, ratio_ci
-from ablate.backend.reports.tables import NA, Chart, Table, anchor
+from ablate.backend.reports.tables import NA, Table, anchor
 from ablate.backend.services.advice import CheckpointingAdvice, ReleaseAdvice
 
 TITLE = "Activation checkpointing advice"
@@ -94,10 +92,8 @@ def advisor_section(advice: ReleaseAdvice | None, *, with_charts: bool = True) -
     figures = []
     if with_charts:
         for i, item in enumerate(advice.items):
-            for kind, fig in (("memory", memory_vs_k(item)), ("throughput", throughput_vs_k(item))):
-                div = f"advisor-{i}-{kind}"
-                title = unescape(fig.layout.title.text or div)  # the chart's title is plotly plain text
-                figures.append(Chart(div, title, Markup(charts.figure_to_div(fig, div))))
+            for kind, fig in advisor_charts(item):
+                figures.append(charts.embed(fig, f"advisor-{i}-{kind}", f"advisor-{kind}"))
     return AdvisorSection(
         summary=summary_table(advice),
         tables=tuple(k_table(item) for item in advice.items),

@@ -7,25 +7,21 @@ Markdown report.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import TypedDict
 
-import plotly.graph_objects as go
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
 from ablate.backend import charts
-from ablate.backend.analysis.stats import Summary
-from ablate.backend.charts.ablation import factorial_effects
+from ablate.backend.charts import Chart
+from ablate.backend.charts.plan import cluster_chart_plan
 from ablate.backend.domain.csp import content_security_policy, script_hash
 from ablate.backend.reports import tables as t
 from ablate.backend.reports.checkpointing import advisor_section
 from ablate.backend.reports.markdown import adaptive_lines
-from ablate.backend.reports.tables import Chart
 from ablate.backend.services.advice import ReleaseAdvice
 from ablate.backend.services.comparison import ReleaseComparison
 from ablate.backend.services.history import ReleaseHistories
@@ -51,45 +47,9 @@ def _environment() -> Environment:
     )
 
 
-def _chart(div_id: str, fig: go.Figure) -> Chart:
-    title = html.unescape(fig.layout.title.text or div_id)  # the chart's title is plotly plain text
-    return Chart(div_id, title, Markup(charts.figure_to_div(fig, div_id)))  # plotly-generated markup, trusted
-
-
-def _median_only(n: int, median: float, confidence: float) -> Summary:
-    return Summary(n, median, None, None, None, None, None, None, None, confidence, False, ())
-
-
-def _trend_points(
-    c: ReleaseComparison, cluster: str, workload: str, metric: str
-) -> dict[str, dict[str, Summary]]:
-    """variant -> release -> Summary of medians: the lookback releases, then this release.
-
-    The history carries medians only (no raw values), so the trend has no interval bars; this
-    keeps the report from loading every earlier release's runs again.
-    """
-    ladder = c.ladder_map(cluster, metric).get(workload)
-    points: dict[str, dict[str, Summary]] = {}
-    for d in c.deltas:
-        if (d.cluster, d.workload, d.metric) != (cluster, workload, metric):
-            continue
-        per = [(p.release, _median_only(p.n, p.median, c.method.confidence)) for p in d.history]
-        v = ladder.variant(d.variant) if ladder else None
-        if v is not None and v.summary.n and v.summary.median is not None:
-            per.append((c.release.ref, _median_only(v.summary.n, v.summary.median, c.method.confidence)))
-        if per:
-            points[d.variant] = dict(per)
-    return points
-
-
-class _Where(TypedDict):
-    # What every chart of a cluster shares; typed so that ``**where`` fills only these keywords.
-    release: str
-    cluster: str
-
-
 def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
-    """Every chart of the report, per cluster, with ids that depend only on positions in the data.
+    """Every chart of the report (every kind of :func:`cluster_chart_plan`), per cluster, with ids that
+    depend only on positions in the data.
 
     Built afresh on every call, not memoised: a figure is one validated plotly construction
     (a few ms), so the whole report's charts cost well under the 2 s aim (benchmarks/README.md).
@@ -97,38 +57,10 @@ def cluster_charts(c: ReleaseComparison) -> list[ClusterCharts]:
     out = []
     colors = charts.variant_colors(v.name for v in c.variants)
     for ci, cluster in enumerate(c.clusters):
-        items: list[Chart] = []
-        where: _Where = {"release": c.release.ref, "cluster": cluster.name}
-        shown = c.cluster_ladders(cluster.name)
-        prim, mem = shown.primary or {}, shown.memory or {}
-        p = f"c{ci}"
-        if c.primary_metric:
-            repeats = c.repeat_map(cluster.name, c.primary_metric)
-            fig = charts.ablation_bars(prim, **where, colors=colors, repeats=repeats)
-            items.append(_chart(f"{p}-ablation", fig))
-            items.append(_chart(f"{p}-heatmap", charts.speedup_heatmap(prim, **where)))
-        if c.memory_metric:
-            repeats = c.repeat_map(cluster.name, c.memory_metric)
-            fig = charts.memory_bars(mem, **where, colors=colors, repeats=repeats)
-            items.append(_chart(f"{p}-memory", fig))
-            if prim:
-                fig = charts.throughput_vs_memory(prim, mem, **where, colors=colors)
-                items.append(_chart(f"{p}-tput-mem", fig))
-        if shown.effects is not None:
-            items.append(_chart(f"{p}-factorial", factorial_effects(shown.effects, **where)))
-        for wi, (workload, ladder) in enumerate(prim.items()):
-            if shown.waterfalls:
-                fig = charts.contribution_waterfall(ladder, **where, workload=workload, colors=colors)
-                items.append(_chart(f"{p}-w{wi}-waterfall", fig))
-            if c.lookback_releases and c.primary_metric:
-                fig = charts.release_trend(
-                    _trend_points(c, cluster.name, workload, c.primary_metric),
-                    charts.TrendSpec([*c.lookback_releases, c.release.ref], c.primary_metric, ladder.unit),
-                    cluster=cluster.name,
-                    workload=workload,
-                    colors=colors,
-                )
-                items.append(_chart(f"{p}-w{wi}-trend", fig))
+        items = []
+        for planned in cluster_chart_plan(c, cluster.name, colors):
+            where = f"c{ci}-w{planned.workload_index}" if planned.workload is not None else f"c{ci}"
+            items.append(charts.embed(planned.draw(), f"{where}-{planned.kind}", planned.kind))
         out.append(ClusterCharts(cluster.name, tuple(items)))
     return out
 
@@ -138,8 +70,7 @@ def history_charts(h: ReleaseHistories | None) -> list[Chart]:
     if h is None:
         return []
     return [
-        _chart(
-            f"h{i}-history",
+        charts.embed(
             charts.history_chart(
                 item.history,
                 variant=item.key.variant,
@@ -148,6 +79,8 @@ def history_charts(h: ReleaseHistories | None) -> list[Chart]:
                 cluster=item.key.cluster,
                 workload=item.key.workload,
             ),
+            f"h{i}-history",
+            "history",
         )
         for i, item in enumerate(h.items)
     ]

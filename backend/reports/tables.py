@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from markupsafe import Markup
-
 from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, speedup_of
 from ablate.backend.domain.formatting import MEDIAN_DIGITS, interval, num, pct, pvalue, qvalue, ratio
 from ablate.backend.domain.formatting import MISSING as NA
@@ -28,15 +26,6 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     note: str = ""
-
-
-@dataclass(frozen=True)
-class Chart:
-    """A figure of the HTML report (the comparison's and the advisor's): its div, ready to embed."""
-
-    div_id: str
-    title: str
-    html: Markup
 
 
 def anchor(*parts: str) -> str:

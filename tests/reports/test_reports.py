@@ -165,3 +165,26 @@ def test_empty_release_report(database: Database) -> None:
         assert render(c, fmt)
     assert "no runs recorded for this release" in render(c, "md")
     assert "No data to chart." in render(c, "html")
+
+
+def test_the_report_and_the_release_page_draw_one_plan(standard: Database) -> None:
+    """Which charts a cluster has is decided once (charts/plan.py): the report draws every planned
+    chart, the release page the kinds it shows, for the same workloads."""
+    from ablate.backend import charts
+    from ablate.backend.charts.plan import cluster_chart_plan
+    from ablate.backend.reports.html import cluster_charts
+    from ablate.backend.web.views.release import _section
+
+    c = _build(standard)
+    colors = charts.variant_colors(v.name for v in c.variants)
+    for cluster, drawn in zip(c.clusters, cluster_charts(c), strict=True):
+        plan = cluster_chart_plan(c, cluster.name, colors)
+        assert [x.kind for x in drawn.charts] == [p.kind for p in plan]
+        assert {p.kind for p in plan} >= {"ablation", "heatmap", "memory", "waterfall"}
+        section = _section(c, cluster, None, colors)
+        assert [x.kind for x in section.charts] == [p.kind for p in plan if p.kind in ("ablation", "memory")]
+        waterfalls = [p.workload for p in plan if p.kind == "waterfall"]
+        assert [t.workload for t in section.tables if t.waterfall_html] == waterfalls
+        only = waterfalls[:1]
+        narrowed = cluster_chart_plan(c, cluster.name, colors, only)
+        assert [p.workload for p in narrowed if p.kind == "waterfall"] == only

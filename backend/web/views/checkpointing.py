@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from ablate.backend import charts
-from ablate.backend.charts.checkpointing import memory_vs_k, throughput_vs_k
+from ablate.backend.charts import Chart
+from ablate.backend.charts.checkpointing import advisor_charts
 from ablate.backend.services.advice import CheckpointingAdvice, release_advice
 from ablate.backend.web.filters import Filters
 
@@ -16,8 +17,7 @@ from ablate.backend.web.filters import Filters
 @dataclass
 class AdvisorItem:
     advice: CheckpointingAdvice
-    memory_html: str
-    throughput_html: str
+    charts: list[Chart]  # memory, then throughput against k
 
 
 @dataclass
@@ -27,7 +27,7 @@ class AdvisorView:
 
     @property
     def chart_count(self) -> int:
-        return 2 * len(self.items)
+        return sum(len(item.charts) for item in self.items)
 
 
 def _slug(*parts: str) -> str:
@@ -44,8 +44,10 @@ def advisor_view(session: Session, ref: str, filters: Filters) -> AdvisorView | 
             filters.workload and item.workload != filters.workload
         ):
             continue
-        mem = charts.figure_to_div(memory_vs_k(item), _slug("memory", item.cluster, item.workload))
-        tput = charts.figure_to_div(throughput_vs_k(item), _slug("throughput", item.cluster, item.workload))
-        view.items.append(AdvisorItem(item, mem, tput))
+        shown = [
+            charts.embed(fig, _slug(kind, item.cluster, item.workload), f"advisor-{kind}")
+            for kind, fig in advisor_charts(item)
+        ]
+        view.items.append(AdvisorItem(item, shown))
     view.not_advised = list(advice.not_advised)
     return view if view.items or view.not_advised else None

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ablate.backend import charts
+from ablate.backend.charts import Chart
 from ablate.backend.config import Settings
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services.compare_sides import (
@@ -32,7 +33,7 @@ from ablate.backend.web.filters import Filters
 from ablate.backend.web.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
 from ablate.backend.web.views.home import families, filter_options
 from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
-from ablate.backend.web.views.release import Chart, chart_of, options_from, slug
+from ablate.backend.web.views.release import options_from, slug
 
 
 @dataclass
@@ -116,7 +117,7 @@ def _side_by_side(
             continue
         if top > 0:  # a little room above the tallest whisker or point
             fig.update_yaxes(range=[0, top * 1.12])
-        out.append(chart_of(fig, slug("compare", side, cluster), "ablation"))
+        out.append(charts.embed(fig, slug("compare", side, cluster), "ablation"))
     return SideBySide(cluster, out[0], out[1])
 
 

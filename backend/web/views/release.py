@@ -8,7 +8,7 @@ module only selects and shapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from ablate.backend import charts
 from ablate.backend.analysis.ablation import LadderAnalysis, VariantResult, speedup_of
 from ablate.backend.analysis.factorial import FactorialAnalysis
-from ablate.backend.charts.ablation import factorial_effects
+from ablate.backend.charts import Chart
+from ablate.backend.charts.plan import cluster_chart_plan
 from ablate.backend.config import Settings
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
@@ -113,14 +114,6 @@ class FactorialTable:
     reasons: str
     # Every effect is a contrast over all cells of the design: one run list backs them all.
     runs_url: str | None = None
-
-
-@dataclass
-class Chart:
-    div_id: str
-    html: str
-    traces: int
-    kind: str
 
 
 @dataclass
@@ -307,48 +300,35 @@ def slug(*parts: str) -> str:
     return "chart-" + "-".join(filter(None, cleaned.split("-")))
 
 
-def chart_of(fig: Any, div_id: str, kind: str) -> Chart:
-    return Chart(div_id=div_id, html=charts.figure_to_div(fig, div_id), traces=len(fig.data), kind=kind)
-
-
 def _section(
     comp: ReleaseComparison, cluster: Any, workloads: list[str] | None, colors: dict[str, str]
 ) -> ClusterSection:
     section = ClusterSection(cluster.name, cluster.accelerator, cluster.device_model)
     ref = comp.release.ref
     shown = comp.cluster_ladders(cluster.name, workloads)
-
-    def bars(ladders: dict[str, LadderAnalysis], metric: str, draw: Callable[..., Any], kind: str) -> None:
-        """The shown workloads' ladders of ``metric``, drawn as one bar chart of the section if any."""
-        if ladders:
-            repeats = comp.repeat_map(cluster.name, metric)
-            fig = draw(ladders, release=ref, cluster=cluster.name, colors=colors, repeats=repeats)
-            section.charts.append(chart_of(fig, slug(kind, cluster.name), kind))
-
-    if shown.primary is not None and comp.primary_metric:
-        bars(shown.primary, comp.primary_metric, charts.ablation_bars, "ablation")
-        for workload, ladder in shown.primary.items():
-            table = ladder_table(cluster.name, workload, ladder, ref)
-            if not shown.waterfalls:
-                table.ladder = False  # the factorial section below says what each factor is worth
-            else:
-                fig = charts.contribution_waterfall(
-                    ladder, release=ref, cluster=cluster.name, workload=workload, colors=colors
-                )
-                table.waterfall_html = charts.figure_to_div(fig, slug("waterfall", cluster.name, workload))
-            section.tables.append(table)
-        if shown.effects:
-            fig = factorial_effects(shown.effects, release=ref, cluster=cluster.name)
-            section.factorial_charts.append(chart_of(fig, slug("factorial", cluster.name), "factorial"))
-            section.factorial_tables += [
-                factorial_table(comp, cluster.name, w, fa) for w, fa in shown.effects.items()
-            ]
-    if shown.memory is not None and comp.memory_metric:
-        bars(shown.memory, comp.memory_metric, charts.memory_bars, "memory")
-        for workload, ladder in shown.memory.items():
-            table = ladder_table(cluster.name, workload, ladder, ref)
-            table.ladder = shown.waterfalls
-            section.memory_tables.append(table)
+    tables: dict[str, LadderTable] = {}
+    for workload, ladder in (shown.primary or {}).items():
+        table = tables[workload] = ladder_table(cluster.name, workload, ladder, ref)
+        table.ladder = shown.waterfalls  # else the factorial section says what each factor is worth
+        section.tables.append(table)
+    for workload, ladder in (shown.memory or {}).items():
+        table = ladder_table(cluster.name, workload, ladder, ref)
+        table.ladder = shown.waterfalls
+        section.memory_tables.append(table)
+    for planned in cluster_chart_plan(comp, cluster.name, colors, workloads):
+        if planned.kind in ("ablation", "memory"):
+            div = slug(planned.kind, cluster.name)
+            section.charts.append(charts.embed(planned.draw(), div, planned.kind))
+        elif planned.kind == "factorial":
+            div = slug("factorial", cluster.name)
+            section.factorial_charts.append(charts.embed(planned.draw(), div, "factorial"))
+        elif planned.kind == "waterfall" and planned.workload is not None:
+            div = slug("waterfall", cluster.name, planned.workload)
+            tables[planned.workload].waterfall_html = charts.embed(planned.draw(), div, "waterfall").html
+    if shown.effects:
+        section.factorial_tables += [
+            factorial_table(comp, cluster.name, w, fa) for w, fa in shown.effects.items()
+        ]
     return section
 
 
@@ -384,7 +364,7 @@ def history_view(
         workload=key.workload,
         variant=key.variant,
         metric=key.metric,
-        chart=chart_of(fig, "chart-history", "history"),
+        chart=charts.embed(fig, "chart-history", "history"),
         api_url=links.history_api_url(comp.release.image, key.cluster, key.workload, key.variant, key.metric),
         points=[
             (
