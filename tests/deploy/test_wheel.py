@@ -184,3 +184,47 @@ def test_installed_wheel_runs_the_demo(installed: Path, tmp_path: Path) -> None:
     done = _run(installed, "demo", "--no-serve", "--repeats", "1", data_dir=tmp_path, timeout=1500)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "reports" / "ablate-demo_0.1-report.html").is_file(), done.stdout
+
+
+def test_installed_wheel_answers_help(installed: Path, tmp_path: Path) -> None:
+    done = _run(installed, "--help", data_dir=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for command in ("serve", "dispatcher", "db", "study", "results", "report"):
+        assert command in done.stdout, (command, done.stdout)
+
+
+BASE_IMAGE = next(
+    line.split()[1]
+    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines()
+    if line.startswith("FROM ")
+)
+
+
+@pytest.mark.slow
+def test_the_image_builds_and_answers_help_where_podman_holds_its_base(tmp_path: Path) -> None:
+    """A real build of the Dockerfile (its own context, .dockerignore applied by podman), then
+    ``ablate --help`` inside the image. No registry is reachable here: the test runs where the base
+    image is already in podman's storage (``podman pull python:3.11-slim``), else it says why not."""
+    from tests.support.images import podman_env
+
+    podman = shutil.which("podman")
+    if podman is None:
+        pytest.skip("podman is not installed")
+    podman_env()
+    if subprocess.run([podman, "image", "exists", BASE_IMAGE], timeout=120).returncode != 0:
+        pytest.skip(f"the base image {BASE_IMAGE} is not in podman's storage and no registry is reachable")
+    tag = f"localhost/ablate-build-test:{os.getpid()}"
+    try:
+        built = subprocess.run(
+            [podman, "build", "--pull=never", "-t", tag, "-f", str(DOCKERFILE), str(ROOT)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+        ran = subprocess.run(
+            [podman, "run", "--rm", tag, "ablate", "--help"], capture_output=True, text=True, timeout=300
+        )
+        assert ran.returncode == 0 and "serve" in ran.stdout, ran.stdout + ran.stderr
+    finally:
+        subprocess.run([podman, "rmi", "-f", tag], capture_output=True, timeout=300)
