@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from ablate.backend import __version__, web
+from ablate.backend import __version__, dashboard
 from ablate.backend.api import openapi, problems
 from ablate.backend.api.lifespan import app_lifespan
 from ablate.backend.api.middleware import (
@@ -75,8 +75,8 @@ def create_app(
     app.include_router(advice_routes.router, prefix=API_PREFIX)
     # The dashboard: pages after the API routes, its static files, and HTML 404s for non-API paths
     # (installed after problems.install so API paths keep their problem+json answers).
-    app.include_router(web.router)
-    app.mount(web.STATIC_URL, web.static_app(), name="static")
-    web.install_error_pages(app)
+    app.include_router(dashboard.router)
+    app.mount(dashboard.STATIC_URL, dashboard.static_app(), name="static")
+    dashboard.install_error_pages(app)
     openapi.install(app)
     return app

@@ -3,7 +3,7 @@
 No token: 401. Unknown or revoked token: 401. Token without the scope: 403. Reads are open unless
 ``read_requires_token`` is set. Secrets are never logged: only the token's name reaches logs.
 
-Reads also accept the dashboard's login cookie (``ablate.backend.web.auth``), so the pages' own
+Reads also accept the dashboard's login cookie (``ablate.backend.dashboard.auth``), so the pages' own
 scripts can read the API; writes need the bearer header (a cookie would make them forgeable).
 """
 
@@ -15,12 +15,12 @@ from fastapi import Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from ablate.backend.dashboard.auth import COOKIE
 from ablate.backend.db.base import utcnow
 from ablate.backend.db.models import ApiToken, TokenScope
 from ablate.backend.services import tokens
 from ablate.backend.services.errors import Forbidden, Unauthorized
 from ablate.backend.services.tokens import Principal
-from ablate.backend.web.auth import COOKIE
 
 
 def _bearer(request: Request) -> str | None:

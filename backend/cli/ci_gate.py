@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 
 from ablate.backend.cli.http import describe_problem
+from ablate.backend.dashboard.links import RunsLink, runs_url
 from ablate.backend.domain.statistics import CONFIDENCE
 from ablate.backend.errors import AblateError
 from ablate.backend.reports.markdown import escape_md
-from ablate.backend.web.links import RunsLink, runs_url
 
 FAIL_ON = ("regressed", "suspect")
 COUNTED = ("regressed", "suspect", "improved", "unchanged", "not testable", "not compared")

@@ -25,13 +25,13 @@ from ablate.backend.services.comparison import (
     ReleaseComparison,
     order_family,
 )
+from ablate.backend.services.comparison.build import ReleaseVerdicts, release_verdicts
 from ablate.backend.services.comparison.loading import (
     load_catalog,
     load_rows,
     metric_units,
     values_by_release,
 )
-from ablate.backend.services.comparison.release import ReleaseVerdicts, release_verdicts
 from ablate.backend.services.errors import NotFound
 from ablate.backend.services.runs import check_metric_names
 

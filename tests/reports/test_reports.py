@@ -172,8 +172,8 @@ def test_the_report_and_the_release_page_draw_one_plan(standard: Database) -> No
     chart, the release page the kinds it shows, for the same workloads."""
     from ablate.backend import charts
     from ablate.backend.charts.plan import cluster_chart_plan
+    from ablate.backend.dashboard.views.release import _section
     from ablate.backend.reports.html import cluster_charts
-    from ablate.backend.web.views.release import _section
 
     c = _build(standard)
     colors = charts.variant_colors(v.name for v in c.variants)

@@ -85,9 +85,9 @@ def test_without_enough_history_the_session_noise_is_unknown_and_said(database: 
 def test_a_slow_drift_is_tested_against_the_release_k_back(database: Database) -> None:
     """2.5% slower per release: each step stays under the 3% threshold (unchanged), the release five
     back is 12% faster (regressed), and the lookback's cell says so."""
+    from ablate.backend.dashboard.views.deltas import delta_row
     from ablate.backend.domain.formatting import pct
     from ablate.backend.reports.tables import lookback_text
-    from ablate.backend.web.views.deltas import delta_row
 
     rng = np.random.default_rng(9)
     tags = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"]

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from ablate.backend.web.links import Scope, cell_runs_url
+from ablate.backend.dashboard.links import Scope, cell_runs_url
 from tests.web import seed
 from tests.web.conftest import Console, Site
 from tests.web.helpers import assert_no_console_errors, chart_state, open_page

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from ablate.backend.config import Settings
+from ablate.backend.dashboard.filters import Filters
+from ablate.backend.dashboard.views.release import release_page
 from ablate.backend.db.database import Database
-from ablate.backend.web.filters import Filters
-from ablate.backend.web.views.release import release_page
 from tests.reports import seed as ladder_seed
 from tests.services.test_comparison_factorial import REF, TPUT, WORKLOADS
 from tests.services.test_comparison_factorial import _seed as seed_factorial

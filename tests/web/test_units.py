@@ -8,9 +8,9 @@ import httpx
 import pytest
 from markupsafe import escape
 
+from ablate.backend.dashboard.errors import is_page_path
+from ablate.backend.dashboard.templating import FILTERS, templates
 from ablate.backend.domain import formatting as fmt
-from ablate.backend.web.errors import is_page_path
-from ablate.backend.web.templating import FILTERS, templates
 from tests.support.live_server import start_live_server
 
 

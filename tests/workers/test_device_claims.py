@@ -153,7 +153,7 @@ def test_a_stopped_attempt_keeps_its_devices_until_confirmed_free(database: Data
 def test_the_clusters_page_shows_which_run_holds_which_devices(database: Database, db_url: str) -> None:
     import httpx
 
-    from ablate.backend.web.views.clusters import clusters_page
+    from ablate.backend.dashboard.views.clusters import clusters_page
     from tests.support.live_server import start_live_server
 
     first, _ = _queue(database, "ppu-8", 1, 8, 2)

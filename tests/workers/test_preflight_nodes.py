@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ablate.backend.dashboard.views.clusters import clusters_page
 from ablate.backend.db.database import Database
 from ablate.backend.schemas.catalog import ClusterDef, VariantDef, WorkloadDef
-from ablate.backend.web.views.clusters import clusters_page
 from tests.workers.conftest import queue_study, run_own_ray, runs_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,9 +17,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ablate.backend.api import auth
+from ablate.backend.dashboard.auth import require_page_reader
+from ablate.backend.dashboard.errors import PageRoute
 from ablate.backend.domain.csp import content_security_policy, inline_script_hashes
-from ablate.backend.web.auth import require_page_reader
-from ablate.backend.web.errors import PageRoute
 
 OPENAPI_URL = "/api/v1/openapi.json"
 ASSETS_URL = "/docs/assets"

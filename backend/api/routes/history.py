@@ -10,11 +10,11 @@ from pydantic import StringConstraints
 
 from ablate.backend.api import auth
 from ablate.backend.api.deps import database
+from ablate.backend.dashboard.links import Scope, cell_runs_url
 from ablate.backend.schemas.common import Line
 from ablate.backend.schemas.history import HistoryOut
 from ablate.backend.services import history as svc
 from ablate.backend.services.comparison import ComparisonOptions
-from ablate.backend.web.links import Scope, cell_runs_url
 
 router = APIRouter(tags=["comparison"], dependencies=[Depends(auth.read)])
 

@@ -2,14 +2,16 @@
 format and the dashboard read.
 
 - :mod:`.model`: the options and the result dataclasses;
-- :mod:`.release`: one release against its baseline release and its lookback releases (the build and
+- :mod:`.build`: one release against its baseline release and its lookback releases (the build and
   its cache); :mod:`.assemble` makes the comparison of what the build loaded, :mod:`.deltas` its
   release-over-release checks, :mod:`.records` the parts read straight from rows;
 - :mod:`.run_sets`: two arbitrary sets of runs, cell against cell;
-- :mod:`.loading`: rows in a fixed number of queries; :mod:`.releases`: family order, manifest diff;
+- :mod:`.loading`: rows in a fixed number of queries; :mod:`.family`: family order, manifest diff;
 - :mod:`.jsontext`: canonical JSON (the same data gives the same bytes).
 """
 
+from ablate.backend.services.comparison.build import build_release_comparison
+from ablate.backend.services.comparison.family import order_family
 from ablate.backend.services.comparison.jsontext import json_text
 from ablate.backend.services.comparison.model import (
     SCHEMA_VERSION,
@@ -18,8 +20,6 @@ from ablate.backend.services.comparison.model import (
     ReleaseDelta,
     RunSetComparison,
 )
-from ablate.backend.services.comparison.release import build_release_comparison
-from ablate.backend.services.comparison.releases import order_family
 from ablate.backend.services.comparison.run_sets import (
     compare_run_sets,
     parse_run_ids,

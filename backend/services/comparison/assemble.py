@@ -28,6 +28,7 @@ from ablate.backend.services.comparison.deltas import (
     release_deltas,
     session_levels,
 )
+from ablate.backend.services.comparison.family import manifest_diff
 from ablate.backend.services.comparison.loading import Catalog, Cell, Rows, RunRow, metric_units
 from ablate.backend.services.comparison.model import (
     MEMORY_METRICS,
@@ -49,7 +50,6 @@ from ablate.backend.services.comparison.records import (
     variant_info,
     why_not,
 )
-from ablate.backend.services.comparison.releases import manifest_diff
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from ablate.backend.db.models import Release, Run, RunStatus, Study
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import catalog
+from ablate.backend.services.comparison.family import manifest_diff
 from ablate.backend.services.comparison.loading import (
     Catalog,
     Cell,
@@ -25,7 +26,6 @@ from ablate.backend.services.comparison.loading import (
     pick_metrics,
 )
 from ablate.backend.services.comparison.model import ComparisonOptions, ReleaseDelta, RunSet, RunSetComparison
-from ablate.backend.services.comparison.releases import manifest_diff
 from ablate.backend.services.errors import NotFound, ValidationProblem
 
 

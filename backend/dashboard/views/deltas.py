@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ablate.backend.dashboard import links
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services.comparison import ReleaseDelta
-from ablate.backend.web import links
 
 
 @dataclass
@@ -36,7 +36,7 @@ class DeltaRow:
     indicated: str | None  # the direction the medians point to, confirmed or not
     reasons: str
     lookback: str | None
-    # The succeeded runs behind each number (ablate.backend.web.links); None where no run list says it.
+    # The succeeded runs behind each number (ablate.backend.dashboard.links); None where no run list says it.
     baseline_runs_url: str | None = None
     contender_runs_url: str | None = None
     change_runs_url: str | None = None  # both sides: what the change and its test read

@@ -2,7 +2,7 @@
 
 A number on a page links to the filtered run list (``/runs?...``) of exactly the runs that produced
 it; a cell links to its history across the family's releases. Pages never concatenate these URLs
-themselves, so the parameter names stay those :mod:`ablate.backend.web.views.runlist` reads.
+themselves, so the parameter names stay those :mod:`ablate.backend.dashboard.views.runlist` reads.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from ablate.backend.db.models import Release, RunStatus
 from ablate.backend.services import adaptive, catalog, images
 from ablate.backend.services.comparison.assemble import Loaded, assemble
 from ablate.backend.services.comparison.cache import GLOBAL, WROTE, cache_for, family_versions
+from ablate.backend.services.comparison.family import order_family
 from ablate.backend.services.comparison.loading import (
     busy_runs,
     history_values,
@@ -41,7 +42,6 @@ from ablate.backend.services.comparison.loading import (
     values_by_release,
 )
 from ablate.backend.services.comparison.model import ComparisonOptions, ReleaseComparison
-from ablate.backend.services.comparison.releases import order_family
 from ablate.backend.services.errors import ValidationProblem
 from ablate.backend.services.images import digest_of
 

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from ablate.backend.config import Settings
+from ablate.backend.dashboard.filters import Filters
+from ablate.backend.dashboard.views.deltas import DeltaRow, delta_rows
+from ablate.backend.dashboard.views.release import options_from
+from ablate.backend.dashboard.views.studies import StudyListItem, study_items
 from ablate.backend.db.models import Cluster, Platform, Release, Workload
 from ablate.backend.services import catalog
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services.comparison import failures
-from ablate.backend.web.filters import Filters
-from ablate.backend.web.views.deltas import DeltaRow, delta_rows
-from ablate.backend.web.views.release import options_from
-from ablate.backend.web.views.studies import StudyListItem, study_items
 
 # Families shown on the home page; older ones are one click away on the releases list.
 MAX_FAMILIES = 12

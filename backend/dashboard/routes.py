@@ -1,8 +1,9 @@
 """Page routes of the dashboard: thin handlers that build a view model and render its template.
 
-Every handler opens one read session, asks a view in ``ablate.backend.web.views`` for its data and renders.
+Every handler opens one read session, asks a view in ``ablate.backend.dashboard.views`` for its data and
+renders.
 Expected failures (unknown release, run or study; bad filter) become HTML error pages via
-:class:`~ablate.backend.web.errors.PageRoute`.
+:class:`~ablate.backend.dashboard.errors.PageRoute`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from starlette.concurrency import run_in_threadpool
 
 from ablate.backend.charts import DRAW_FIGURES_JS, plotly_js_source
+from ablate.backend.dashboard import auth
+from ablate.backend.dashboard.errors import PageRoute
+from ablate.backend.dashboard.filters import Filters
+from ablate.backend.dashboard.paths import DRAW_FIGURES_URL, PLOTLY_URL
+from ablate.backend.dashboard.templating import render
+from ablate.backend.dashboard.views import audit, clusters, compare, home, release, run, runlist, studies
 from ablate.backend.db.database import Database
 from ablate.backend.schemas.common import MAX_ID_LIST, DbId, IdText
 from ablate.backend.services import run_logs
-from ablate.backend.web import auth
-from ablate.backend.web.errors import PageRoute
-from ablate.backend.web.filters import Filters
-from ablate.backend.web.paths import DRAW_FIGURES_URL, PLOTLY_URL
-from ablate.backend.web.templating import render
-from ablate.backend.web.views import audit, clusters, compare, home, release, run, runlist, studies
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 # What must stay reachable without a token: the login form and the (public) plotly library.

@@ -17,6 +17,12 @@ from sqlalchemy.orm import Session
 from ablate.backend import charts
 from ablate.backend.charts import Chart
 from ablate.backend.config import Settings
+from ablate.backend.dashboard import links
+from ablate.backend.dashboard.filters import Filters
+from ablate.backend.dashboard.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
+from ablate.backend.dashboard.views.home import families, filter_options
+from ablate.backend.dashboard.views.manifest import ManifestRow, manifest_rows
+from ablate.backend.dashboard.views.release import options_from, slug
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services.compare_sides import (
     PAGE_FIELDS,
@@ -28,12 +34,6 @@ from ablate.backend.services.compare_sides import (
     parse_sides,
 )
 from ablate.backend.services.comparison import ReleaseComparison, RunSetComparison
-from ablate.backend.web import links
-from ablate.backend.web.filters import Filters
-from ablate.backend.web.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
-from ablate.backend.web.views.home import families, filter_options
-from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
-from ablate.backend.web.views.release import options_from, slug
 
 
 @dataclass

@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 from ablate.backend import charts
 from ablate.backend.charts import Chart
 from ablate.backend.charts.checkpointing import advisor_charts
+from ablate.backend.dashboard.filters import Filters
 from ablate.backend.services.advice import CheckpointingAdvice, release_advice
-from ablate.backend.web.filters import Filters
 
 
 @dataclass

@@ -21,17 +21,17 @@ from ablate.backend.analysis.factorial import FactorialAnalysis
 from ablate.backend.charts import Chart
 from ablate.backend.charts.plan import cluster_chart_plan
 from ablate.backend.config import Settings
+from ablate.backend.dashboard import links
+from ablate.backend.dashboard.filters import Filters
+from ablate.backend.dashboard.views.checkpointing import AdvisorView, advisor_view
+from ablate.backend.dashboard.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
+from ablate.backend.dashboard.views.manifest import ManifestRow, manifest_rows
 from ablate.backend.domain.metrics import describe_metric
 from ablate.backend.services import comparison as comparison_service
 from ablate.backend.services import history as history_service
 from ablate.backend.services import images as images_service
 from ablate.backend.services.comparison import ComparisonOptions, ReleaseComparison
 from ablate.backend.services.errors import ValidationProblem
-from ablate.backend.web import links
-from ablate.backend.web.filters import Filters
-from ablate.backend.web.views.checkpointing import AdvisorView, advisor_view
-from ablate.backend.web.views.deltas import DeltaRow, Sides, delta_rows, short_labels, split_deltas
-from ablate.backend.web.views.manifest import ManifestRow, manifest_rows
 
 REPORT_FORMATS = (("html", "HTML report"), ("md", "Markdown"), ("csv", "CSV"), ("json", "JSON"))
 
@@ -61,7 +61,7 @@ class LadderRow:
     share_low: float | None
     share_high: float | None
     reasons: str
-    # The succeeded runs behind each number (ablate.backend.web.links); None where nothing backs it.
+    # The succeeded runs behind each number (ablate.backend.dashboard.links); None where nothing backs it.
     runs_url: str | None = None  # n and the median
     speedup_runs_url: str | None = None  # this variant and the baseline
     step_runs_url: str | None = None  # this variant and its reference rung

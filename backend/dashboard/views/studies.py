@@ -7,11 +7,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ablate.backend.dashboard.links import RunsLink, runs_url
 from ablate.backend.db.models import StudyStatus
 from ablate.backend.domain.states import TERMINAL_STATES
 from ablate.backend.schemas.studies import StudySummaryOut
 from ablate.backend.services import studies as study_service
-from ablate.backend.web.links import RunsLink, runs_url
 
 STATUS_ORDER = ("running", "queued", "succeeded", "failed", "cancelled")
 

@@ -14,8 +14,8 @@ from fastapi.templating import Jinja2Templates
 from starlette.responses import HTMLResponse
 
 from ablate.backend import __version__
+from ablate.backend.dashboard.paths import DRAW_FIGURES_URL, PLOTLY_URL, STATIC_URL, TEMPLATES_DIR
 from ablate.backend.domain import formatting as fmt
-from ablate.backend.web.paths import DRAW_FIGURES_URL, PLOTLY_URL, STATIC_URL, TEMPLATES_DIR
 
 NAV = (
     ("home", "Home", "/"),

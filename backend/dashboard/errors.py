@@ -20,10 +20,10 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import RedirectResponse, Response
 
+from ablate.backend.dashboard.auth import LoginRequired
+from ablate.backend.dashboard.templating import render
 from ablate.backend.db.database import unavailable
 from ablate.backend.services.errors import RETRY_AFTER_S, UNAVAILABLE_DETAIL, NotFound, ProblemError
-from ablate.backend.web.auth import LoginRequired
-from ablate.backend.web.templating import render
 
 log = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 from starlette.datastructures import QueryParams
 
+from ablate.backend.dashboard.links import RunsLink, runs_url
 from ablate.backend.db.models import RunStatus, Study
 from ablate.backend.domain.metrics import KNOWN_METRICS, describe_metric
 from ablate.backend.schemas.common import ID_RULE, parse_db_id
 from ablate.backend.services import runs as run_service
 from ablate.backend.services.comparison import parse_run_ids
 from ablate.backend.services.errors import FieldError, NotFound, ValidationProblem
-from ablate.backend.web.links import RunsLink, runs_url
 
 PAGE_SIZE = run_service.MAX_PAGE
 MAX_NAMES = 20  # per repeated filter: a link names at most a handful of variants or releases
