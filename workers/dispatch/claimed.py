@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ablate.backend.db.base import among_ids
 from ablate.backend.db.models import Cluster, Release, Run, StudyStatus, Variant, Workload
 from ablate.backend.domain.placement import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
@@ -96,7 +97,7 @@ def _catalog_rows(session: Session, run_ids: list[int]) -> dict[_Combo, tuple[di
     distinct combination these runs name, in one query: one row per combination."""
     combos = (
         select(Run.workload_id, Run.variant_id, Run.cluster_id, Run.release_id)
-        .where(Run.id.in_(run_ids))
+        .where(among_ids(session, Run.id, run_ids))
         .distinct()
         .subquery()
     )

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, update
 from sqlalchemy.orm import Session
 
-from ablate.backend.db.base import utcnow
+from ablate.backend.db.base import among_ids, utcnow
 from ablate.backend.db.models import DispatcherPresence, Run, RunStatus
 from ablate.backend.services import dispatchers
 from ablate.backend.services.ingest import HeldRun
@@ -58,7 +58,7 @@ def renew_leases(
     now = now or utcnow()
     stmt = (
         update(Run)
-        .where(Run.id.in_(ids), _mine(owner))
+        .where(among_ids(session, Run.id, ids), _mine(owner))
         .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
         .returning(Run.id)
         .execution_options(synchronize_session=False)
@@ -88,7 +88,7 @@ def hold_for_finish(
     now = now or utcnow()
     stmt = (
         update(Run)
-        .where(Run.id.in_(ids), _mine(owner))
+        .where(among_ids(session, Run.id, ids), _mine(owner))
         .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
         .returning(Run.id, Run.status, Run.study_id, Run.release_id, Run.total_steps)
         .execution_options(synchronize_session=False)

@@ -11,6 +11,7 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, update
 from sqlalchemy.orm import Session
 
+from ablate.backend.db.base import among_ids
 from ablate.backend.db.models import (
     Run,
     RunMetric,
@@ -121,9 +122,8 @@ def record_run_results(
     # as the inserts (on PostgreSQL; see :func:`pipelined`).
     with pipelined(session):
         for table in (RunMetric, RunSeries, RunSeriesLevel):
-            session.execute(
-                delete(table).where(table.run_id.in_(ids)).execution_options(synchronize_session=False)
-            )
+            gone = delete(table).where(among_ids(session, table.run_id, ids))
+            session.execute(gone.execution_options(synchronize_session=False))
         write_results(session, [(item.run, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
         if isinstance(item.run, Run):
