@@ -3,10 +3,24 @@ and the row-claiming WHERE (`picked_rows`) the services and the dispatcher share
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, ColumnElement, DateTime, MetaData, Select, Table, TypeDecorator, event
+from sqlalchemy import (
+    ARRAY,
+    JSON,
+    BigInteger,
+    ColumnElement,
+    DateTime,
+    MetaData,
+    Select,
+    Table,
+    TypeDecorator,
+    any_,
+    event,
+    literal,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Session
 
@@ -54,6 +68,16 @@ def picked_rows(
         picked = pick.with_for_update(skip_locked=True, of=id_column).cte("picked")
         return id_column == picked.c.id
     return id_column.in_(pick)
+
+
+def among_ids(session: Session, column: Any, ids: Iterable[int]) -> ColumnElement[bool]:
+    """``column IN ids``; on PostgreSQL ``column = ANY(<one array parameter>)``: the same statement text
+    whatever the number of ids. (An ``IN`` renders a parameter an id, and psycopg converts a statement
+    of over 50 parameters anew every time: a per-batch cost on the dispatcher's hot path.)"""
+    values = list(ids)
+    if session.get_bind().dialect.name == "postgresql":
+        return column == any_(literal(values, ARRAY(BigInteger)))
+    return column.in_(values)
 
 
 class Base(DeclarativeBase):

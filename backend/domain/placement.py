@@ -167,11 +167,25 @@ def node_in_pool(node: NodeInfo, demand: NodeDemand) -> bool:
     return all(node.resources.get(k, 0.0) > 0 for k in demand.resources if k != "CPU")
 
 
+def _fitting(demand: NodeDemand, nodes: Sequence[NodeInfo], *, some: bool = False) -> list[NodeInfo]:
+    """The nodes with the labels of ``demand`` and enough of each resource for one node share (with
+    ``some``: and more than none of each, as :func:`unplaceable_reason` asks of the Ray cluster)."""
+    wanted = demand.resources.items()
+    return [
+        n
+        for n in nodes
+        if node_matches_labels(n, demand.labels)
+        and all(n.resources.get(k, 0.0) >= v and (not some or n.resources.get(k, 0.0) > 0) for k, v in wanted)
+    ]
+
+
 def unplaceable_reason(demand: NodeDemand, nodes: Sequence[NodeInfo]) -> str | None:
     """None if ``demand.nodes`` distinct alive nodes could each hold one node share (ignoring what is
     busy right now: busy is worth waiting for, impossible is not); otherwise the reason, naming the
     missing resource or label."""
     alive = [n for n in nodes if n.alive]
+    if len(_fitting(demand, alive, some=True)) >= demand.nodes:  # the usual case: nothing to say
+        return None
     head = demand.describe()
     if not alive:
         return f"{head}; the Ray cluster has no alive node"
@@ -183,7 +197,7 @@ def unplaceable_reason(demand: NodeDemand, nodes: Sequence[NodeInfo]) -> str | N
             return f"{head}; the Ray cluster has no node with resource {name!r}"
         if not any(n.resources.get(name, 0.0) > 0 for n in labelled):
             return f"{head}; no node with label {_labels_text(demand.labels)} has resource {name!r}"
-    fit = [n for n in labelled if all(n.resources.get(k, 0.0) >= v for k, v in demand.resources.items())]
+    fit = _fitting(demand, labelled)
     if len(fit) >= demand.nodes:
         return None
     pool = f" with label {_labels_text(demand.labels)}" if demand.labels else ""

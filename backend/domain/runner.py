@@ -155,10 +155,20 @@ class RunResult:
         return self.status == "succeeded"
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["metrics"] = {k: [float(v), str(u)] for k, (v, u) in self.metrics.items()}
-        data["series"] = {k: [list(map(int, s)), list(map(float, v))] for k, (s, v) in self.series.items()}
-        return data
+        """Plain data, as ``dataclasses.asdict`` gives it (its deep copy only where a value is not a
+        plain scalar: this runs once per node task, where ``asdict`` cost more than the rest)."""
+        return {
+            "status": self.status,
+            "metrics": {k: [float(v), str(u)] for k, (v, u) in self.metrics.items()},
+            "series": {k: [list(map(int, s)), list(map(float, v))] for k, (s, v) in self.series.items()},
+            "provenance": _plain_dict(self.provenance),
+            "error": self.error,
+            "failure_kind": self.failure_kind,
+            "log_tail": self.log_tail,
+            "log_path": self.log_path,
+            "environment": _plain_dict(self.environment),
+            "better": _plain_dict(self.better),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
@@ -198,6 +208,23 @@ class RunResult:
             provenance=dict(provenance or {}),
             environment=dict(environment or {}),
         )
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_dict(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``data`` as ``asdict`` makes it: scalars as they are, anything else through ``asdict``'s
+    own deep copy (a dict of strings, the usual case, costs one comprehension)."""
+    if all(type(k) in _SCALARS and type(v) in _SCALARS for k, v in data.items()):
+        return dict(data)
+    copied: dict[str, Any] = asdict(_Box(dict(data)))["data"]
+    return copied
+
+
+@dataclass
+class _Box:
+    data: dict[str, Any]
 
 
 # (step, total_steps, latest throughput in tokens/s or None). Raising from the callback cancels the run:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
+from ablate.backend.db.base import among_ids
 from ablate.backend.db.models import Cluster, Release, Run, StudyStatus, Variant, Workload
 from ablate.backend.domain.placement import excluded_nodes
 from ablate.workers.dispatch.spec import RunRows
@@ -92,26 +93,39 @@ _Combo = tuple[int, int, int, int]  # workload, variant, cluster and release ids
 
 
 def _catalog_rows(session: Session, run_ids: list[int]) -> dict[_Combo, tuple[dict[str, Any], ...]]:
-    """The workload, variant, cluster and release rows (column values, see :func:`columns`) of each
-    distinct combination these runs name, in one query: one row per combination."""
+    """The workload, variant, cluster and release rows (column values, as :func:`columns` gives them)
+    of each distinct combination these runs name, in one query: one row per combination. Plain columns,
+    no ORM objects: nothing here is changed, and loading objects cost more than the query."""
     combos = (
         select(Run.workload_id, Run.variant_id, Run.cluster_id, Run.release_id)
-        .where(Run.id.in_(run_ids))
+        .where(among_ids(session, Run.id, run_ids))
         .distinct()
         .subquery()
     )
+    tables = [cast(Table, m.__table__) for m in (Workload, Variant, Cluster, Release)]
+    keep = [[col for col in t.columns if col.key not in ("id", "created_at")] for t in tables]
+    wt, vt, ct, rt = tables
     q = (
-        select(Workload, Variant, Cluster, Release)
+        select(
+            wt.c.id,
+            vt.c.id,
+            ct.c.id,
+            rt.c.id,
+            *[col.label(f"t{i}_{col.key}") for i, cols in enumerate(keep) for col in cols],
+        )
         .select_from(combos)
-        .join(Workload, Workload.id == combos.c.workload_id)
-        .join(Variant, Variant.id == combos.c.variant_id)
-        .join(Cluster, Cluster.id == combos.c.cluster_id)
-        .join(Release, Release.id == combos.c.release_id)
+        .join(wt, wt.c.id == combos.c.workload_id)
+        .join(vt, vt.c.id == combos.c.variant_id)
+        .join(ct, ct.c.id == combos.c.cluster_id)
+        .join(rt, rt.c.id == combos.c.release_id)
     )
-    return {
-        (w.id, v.id, c.id, r.id): (columns(w), columns(v), columns(c), columns(r))
-        for w, v, c, r in session.execute(q)
-    }
+    out: dict[_Combo, tuple[dict[str, Any], ...]] = {}
+    for row in session.execute(q):
+        values = iter(row[4:])
+        out[(row[0], row[1], row[2], row[3])] = tuple(
+            {col.key: next(values) for col in cols} for cols in keep
+        )
+    return out
 
 
 def rows_by_id(session: Session, model: Any, ids: set[int]) -> dict[int, dict[str, Any]]:

@@ -20,9 +20,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, delete, update
 from sqlalchemy.orm import Session
 
-from ablate.backend.db.base import utcnow
+from ablate.backend.db.base import among_ids, utcnow
 from ablate.backend.db.models import DispatcherPresence, Run, RunStatus
 from ablate.backend.services import dispatchers
+from ablate.backend.services.ingest import HeldRun
 from ablate.workers.dispatch import devices
 
 RUNNING = RunStatus.running.value
@@ -57,7 +58,7 @@ def renew_leases(
     now = now or utcnow()
     stmt = (
         update(Run)
-        .where(Run.id.in_(ids), _mine(owner))
+        .where(among_ids(session, Run.id, ids), _mine(owner))
         .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
         .returning(Run.id)
         .execution_options(synchronize_session=False)
@@ -76,23 +77,25 @@ def write_progress(
 
 def hold_for_finish(
     session: Session, owner: str, run_ids: Sequence[int], *, lease_s: float, now: datetime | None = None
-) -> dict[int, Run]:
+) -> dict[int, HeldRun]:
     """Lock runs for recording their results: the guarded UPDATE takes the row locks (PostgreSQL) or
     the write lock (SQLite) first, so a concurrent cancel or reaper waits for us or wins outright.
-    Returns the runs still held, loaded by the same statement (``RETURNING``); an id missing was
-    cancelled or taken over."""
+    Returns the runs still held, as the same statement read them (``RETURNING``; what recording reads of
+    a run, no ORM objects); an id missing was cancelled or taken over."""
     ids = list(run_ids)
     if not ids:
         return {}
     now = now or utcnow()
     stmt = (
         update(Run)
-        .where(Run.id.in_(ids), _mine(owner))
+        .where(among_ids(session, Run.id, ids), _mine(owner))
         .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
-        .returning(Run)
-        .execution_options(synchronize_session=False, populate_existing=True)
+        .returning(Run.id, Run.status, Run.study_id, Run.release_id, Run.total_steps)
+        .execution_options(synchronize_session=False)
     )
-    return {r.id: r for r in session.scalars(stmt)}
+    return {
+        r.id: HeldRun(r.id, r.status, r.study_id, r.release_id, r.total_steps) for r in session.execute(stmt)
+    }
 
 
 def requeue(

@@ -15,10 +15,9 @@ from dataclasses import replace
 from sqlalchemy.orm import Session
 
 from ablate.backend.config import Settings
-from ablate.backend.db.models import Run
 from ablate.backend.domain.placement import excluded_node_entries
 from ablate.backend.services.images import store_contents
-from ablate.backend.services.ingest import FinishedRun, InvalidResults, record_run_results
+from ablate.backend.services.ingest import FinishedRun, HeldRun, InvalidResults, record_run_results
 from ablate.workers.dispatch import leases, logs
 from ablate.workers.dispatch.execution import Outcome
 
@@ -79,7 +78,7 @@ class Recorder:
             )
 
 
-def finished_run(out: Outcome, run: Run) -> FinishedRun:
+def finished_run(out: Outcome, run: HeldRun) -> FinishedRun:
     """What ingest records for the outcome of a run held for finishing (lease cleared, last progress kept)."""
     res = out.result
     if out.retryable and res.error:
@@ -88,6 +87,7 @@ def finished_run(out: Outcome, run: Run) -> FinishedRun:
     if started_at and out.finished_at and out.finished_at < started_at:
         started_at = None
     if out.progress:
-        run.current_step, run.total_steps = out.progress[0], out.progress[1]
-    run.lease_expires_at = None
+        run.total_steps = out.progress[1]
+        run.extra.update(current_step=out.progress[0], total_steps=out.progress[1])
+    run.extra["lease_expires_at"] = None
     return FinishedRun(run, res, started_at=started_at, finished_at=out.finished_at)

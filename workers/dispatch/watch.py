@@ -149,8 +149,8 @@ class Watcher:
             ex.exclude(str(node["node_id"]), f"failed preflight: {res.error}")
         if not res.succeeded:
             self.finish(ex, res)
-        elif len(ex.node_results) == len(ex.node_refs):
-            self.finish(ex, RunResult.from_dict(ex.node_results[0]["result"]))
+        elif len(ex.node_results) == len(ex.node_refs):  # node 0's result is the run's
+            self.finish(ex, res if index == 0 else RunResult.from_dict(ex.node_results[0]["result"]))
 
     def check_deadlines(self) -> None:
         now = time.monotonic()

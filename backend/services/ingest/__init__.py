@@ -23,6 +23,7 @@ from ablate.backend.services.ingest.ci import (
 )
 from ablate.backend.services.ingest.record import (
     FinishedRun,
+    HeldRun,
     InvalidResults,
     record_run_result,
     record_run_results,
@@ -42,6 +43,7 @@ __all__ = [
     "THROUGHPUT",
     "CatalogIds",
     "FinishedRun",
+    "HeldRun",
     "InvalidResults",
     "LevelRow",
     "MetricRow",

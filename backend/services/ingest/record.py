@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import delete
+from sqlalchemy import Table, bindparam, delete, update
 from sqlalchemy.orm import Session
 
+from ablate.backend.db.base import among_ids
 from ablate.backend.db.models import (
     Run,
     RunMetric,
@@ -33,10 +35,25 @@ from ablate.backend.services.webhooks import watch
 
 
 @dataclass
-class FinishedRun:
-    """One scheduled run to finish: the run (loaded, held by the caller), its result and when it ran."""
+class HeldRun:
+    """A run held for finishing as its holder read it (no ORM object): what recording reads of it, and
+    ``extra`` columns to set with its result. A batch of them is written with one statement per
+    changed set of columns, without the ORM's unit of work (the dispatcher's path)."""
 
-    run: Run
+    id: int
+    status: str
+    study_id: int | None
+    release_id: int
+    total_steps: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FinishedRun:
+    """One scheduled run to finish: the run (loaded, or as read by its holder; held by the caller), its
+    result and when it ran."""
+
+    run: Run | HeldRun
     result: RunResult
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -84,11 +101,20 @@ def record_run_results(
         raise InvalidResults(f"{len(bad)} invalid result(s); first: {first.detail}", errors, bad)
     rows = [c for c in checked if isinstance(c, Rows)]
     check_directions(session, [(f"[{i}]", r) for i, r in enumerate(rows)])
+    held: list[dict[str, Any]] = []
     for item, r in zip(items, rows, strict=True):
         # A run cancelled meanwhile stays cancelled.
         status = RunStatus.cancelled.value if item.run.status == RunStatus.cancelled else None
-        apply_result(item.run, item.result, r, item.started_at, item.finished_at, status=status)
+        values = result_values(
+            item.result, r, item.started_at, item.finished_at, status=status, total_steps=item.run.total_steps
+        )
+        if isinstance(item.run, HeldRun):
+            held.append({**item.run.extra, **values, "b_id": item.run.id})
+        else:
+            for name, value in values.items():
+                setattr(item.run, name, value)
     session.flush()  # runs with the same changed columns go out as one executemany UPDATE
+    _update_held(session, held)
     ids = [item.run.id for item in items]
     if not ids:
         return set()
@@ -96,12 +122,12 @@ def record_run_results(
     # as the inserts (on PostgreSQL; see :func:`pipelined`).
     with pipelined(session):
         for table in (RunMetric, RunSeries, RunSeriesLevel):
-            session.execute(
-                delete(table).where(table.run_id.in_(ids)).execution_options(synchronize_session=False)
-            )
+            gone = delete(table).where(among_ids(session, table.run_id, ids))
+            session.execute(gone.execution_options(synchronize_session=False))
         write_results(session, [(item.run, r) for item, r in zip(items, rows, strict=True)])
     for item in items:
-        session.expire(item.run, ["metrics", "series"])
+        if isinstance(item.run, Run):
+            session.expire(item.run, ["metrics", "series"])
     study_ids = {item.run.study_id for item in items if item.run.study_id is not None}
     if study_ids and refresh_studies:
         from ablate.backend.services.studies import refresh_study_statuses
@@ -147,11 +173,28 @@ def apply_result(
     status: str | None = None,
 ) -> None:
     """Set a run's columns from its result (the error fields are cleared by a later success)."""
-    run.status = status or result.status
-    run.error = _storable_text(result.error)
-    run.failure_kind = result.failure_kind
-    run.provenance = dict(result.provenance)
-    run.environment = dict(result.environment)
+    values = result_values(result, rows, started_at, finished_at, status=status, total_steps=run.total_steps)
+    for name, value in values.items():
+        setattr(run, name, value)
+
+
+def result_values(
+    result: RunResult,
+    rows: Rows,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    *,
+    status: str | None = None,
+    total_steps: int | None = None,
+) -> dict[str, Any]:
+    """The columns a run gets from its result (see :func:`apply_result`); ``total_steps``: the run's."""
+    values: dict[str, Any] = {
+        "status": status or result.status,
+        "error": _storable_text(result.error),
+        "failure_kind": result.failure_kind,
+        "provenance": dict(result.provenance),
+        "environment": dict(result.environment),
+    }
     for name, value in (
         ("log_tail", _storable_text(result.log_tail) or None),
         ("log_path", result.log_path),
@@ -159,15 +202,29 @@ def apply_result(
         ("finished_at", finished_at),
     ):
         if value is not None:
-            setattr(run, name, value)
+            values[name] = value
     throughput = rows.metric(THROUGHPUT)
     if throughput is not None:
-        run.latest_throughput = throughput
-    if run.status == RunStatus.succeeded and run.total_steps is not None:
-        run.current_step = run.total_steps
+        values["latest_throughput"] = throughput
+    if values["status"] == RunStatus.succeeded and total_steps is not None:
+        values["current_step"] = total_steps
+    return values
 
 
-def write_results(session: Session, results: Sequence[tuple[Run, Rows]], *, commit: bool = False) -> None:
+def _update_held(session: Session, values: list[dict[str, Any]]) -> None:
+    """Write the columns of held runs (``b_id``: the run's id), one executemany UPDATE per set of
+    columns (the runs are locked by their holder: no guard here, as for the ORM's flush)."""
+    table = cast(Table, Run.__table__)
+    by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for v in values:
+        by_columns.setdefault(tuple(sorted(v)), []).append(v)
+    for group in by_columns.values():
+        session.execute(update(table).where(table.c.id == bindparam("b_id")), group)
+
+
+def write_results(
+    session: Session, results: Sequence[tuple[Run | HeldRun, Rows]], *, commit: bool = False
+) -> None:
     """Insert the runs' metric and series rows (the runs already have their ids) and mark their
     releases changed for the webhooks, in one round trip; with ``commit`` the transaction's
     ``COMMIT`` goes in that round trip too (:func:`~.rows.commit_in_pipeline`)."""
