@@ -61,6 +61,12 @@ class NoopRunner:
         return RunResult(status="succeeded", metrics={"throughput_tokens_per_s": (1.0, "tokens/s")})
 
 
+def register_noop() -> None:
+    """Ray's worker setup hook: every worker process knows the noop runner by name, as a deployment's
+    workers know Ablate's runners from their entry points (the path a run's runner takes there)."""
+    register_runner("noop", NoopRunner)
+
+
 def bare(i: int) -> dict[str, object]:
     return {"status": "succeeded", "metrics": {"throughput_tokens_per_s": [1.0, "tokens/s"]}, "i": i}
 
@@ -109,8 +115,13 @@ def queue(database: Database, n: int, tag: str) -> int:
         return create_study(s, plan).id
 
 
-def time_dispatcher(database: Database, settings: Settings, n: int) -> tuple[float, float, int]:
-    d = Dispatcher(settings, database, runners={"noop": NoopRunner})
+def time_dispatcher(
+    database: Database, settings: Settings, n: int, by_object: bool = False
+) -> tuple[float, float, int]:
+    # By name (the default): the worker finds the runner in its registry, as in a deployment. By object:
+    # the dispatcher is given the runner class, which travels to the workers through the object store
+    # (what tests and embedders that pass runners use).
+    d = Dispatcher(settings, database, runners={"noop": NoopRunner} if by_object else None)
     d.connect()
     queue(database, 20, "warm-up")
     d.drain(timeout_s=300)
@@ -131,14 +142,24 @@ def main() -> None:
     parser.add_argument(
         "--backend", choices=("sqlite", "postgresql"), default="sqlite", help="a fresh database of this kind"
     )
+    parser.add_argument(
+        "--runner-by",
+        choices=("name", "object"),
+        default="name",
+        help="name: workers find the runner in their registry (a deployment's path); object: the "
+        "dispatcher is given the runner class (tests' and embedders' path)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     register_runner("noop", NoopRunner)  # create_study checks the runner by name
 
     with local_ray() as cpus, fresh_database(args.backend) as url:
-        m = measure(url, args.runs, args.concurrency)
+        m = measure(url, args.runs, args.concurrency, by_object=args.runner_by == "object")
     n = args.runs
-    print(f"database            {args.backend}   Ray CPUs {cpus}   concurrency {args.concurrency}")
+    print(
+        f"database            {args.backend}   Ray CPUs {cpus}   concurrency {args.concurrency}   "
+        f"runner by {args.runner_by}"
+    )
     print(f"bare Ray tasks      {n:5d} in {m.bare_s:7.2f} s   {n / m.bare_s:8.1f} tasks/s")
     print(f"dispatcher + db     {m.done:5d} in {m.disp_s:7.2f} s   {n / m.disp_s:8.1f} runs/s")
     print(f"ratio (dispatcher time / bare time per item)   {m.disp_s / m.bare_s:.2f}x")
@@ -152,7 +173,15 @@ def main() -> None:
 @contextmanager
 def local_ray() -> Iterator[int]:
     """A local Ray of this process's own (never another one on the machine); yields its CPU count."""
-    ray.init(address="local", include_dashboard=False, log_to_driver=False, namespace="ablate-bench")
+    if __name__ != "__main__":  # imported (benchmarks/scaling.py): workers cannot import this file
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(
+        address="local",
+        include_dashboard=False,
+        log_to_driver=False,
+        namespace="ablate-bench",
+        runtime_env={"worker_process_setup_hook": register_noop},
+    )
     try:
         yield int(ray.cluster_resources().get("CPU", 0))
     finally:
@@ -170,9 +199,12 @@ class Measured:
     done: int
 
 
-def measure(url: str, runs: int, concurrency: int, *, bare_first: bool = True) -> Measured:
+def measure(
+    url: str, runs: int, concurrency: int, *, bare_first: bool = True, by_object: bool = False
+) -> Measured:
     """Seconds for ``runs`` bare Ray tasks and for ``runs`` queued runs through the dispatcher (on the
-    fresh database ``url``), and how many of those succeeded; ``bare_first`` orders the two sides."""
+    fresh database ``url``), and how many of those succeeded; ``bare_first`` orders the two sides,
+    ``by_object`` gives the dispatcher the runner class (see :func:`time_dispatcher`)."""
     database = Database.from_url(url)
     migrate.upgrade(database.engine)
     settings = Settings(
@@ -184,9 +216,9 @@ def measure(url: str, runs: int, concurrency: int, *, bare_first: bool = True) -
     try:
         if bare_first:
             bare = time_bare(runs)
-            disp = time_dispatcher(database, settings, runs)
+            disp = time_dispatcher(database, settings, runs, by_object)
         else:
-            disp = time_dispatcher(database, settings, runs)
+            disp = time_dispatcher(database, settings, runs, by_object)
             bare = time_bare(runs)
     finally:
         database.dispose()

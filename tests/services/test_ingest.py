@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
 
 from ablate.backend.db import series_codec
 from ablate.backend.db.database import Database
@@ -248,3 +250,60 @@ def test_long_series_get_downsampled_levels_that_reads_use(database: Database, s
     assert max(small["values"]) == 9.5 and min(small["values"]) == 0.25
     assert small["steps"][0] == 1 and small["steps"][-1] == n
     assert full["values"] == values and full["steps"] == steps and not full["downsampled"]
+
+
+def test_held_runs_are_written_as_loaded_runs_are(database: Database, seeded: Catalog) -> None:
+    """The dispatcher's path (runs as their holder read them, one UPDATE a set of columns; on
+    PostgreSQL from one JSON document) stores what the ORM's path stores for the same results: every
+    column, the JSON columns' text included, with mixed sets of columns in one batch."""
+    ids = _study_runs(database, seeded, 2)[1] + _study_runs(database, seeded, 2)[1]
+    awkward = 'quote " backslash \\ tab \t line\nbreak é 漢 \U0001f600 \x01 end'
+    tz = timezone(timedelta(hours=-7))
+    kinds: list[dict[str, Any]] = [
+        {"provenance": {"host": "n1", "b": [1, 2.5, None, True], "a": {"nested": awkward}}},
+        {
+            "status": "failed",
+            "error": awkward,
+            "failure_kind": "benchmark",
+            "log_tail": awkward,
+            "log_path": "/logs/é.log",
+            "environment": {"Z": "1", "A": awkward},
+        },
+    ]
+    started = datetime(2026, 12, 7, 10, 0, 0, 123456, tzinfo=tz)
+    finished = datetime(2026, 12, 7, 18, 30, 5, tzinfo=UTC)
+    with database.transaction() as s:
+        loaded = [s.get(Run, i) for i in ids[:2]]
+        ingest.record_run_results(
+            s,
+            [
+                replace(_item(r, **k), started_at=started, finished_at=finished)
+                for r, k in zip(loaded, kinds, strict=True)
+            ],
+        )
+    with database.transaction() as s:
+        held = [
+            ingest.HeldRun(r.id, r.status, r.study_id, r.release_id, r.total_steps)
+            for r in (s.get(Run, i) for i in ids[2:])
+        ]
+        held[0].extra.update(current_step=7, total_steps=9, lease_expires_at=None)  # another set of columns
+        items = [
+            replace(_item(s.get(Run, h.id), **k), run=h, started_at=started, finished_at=finished)
+            for h, k in zip(held, kinds, strict=True)
+        ]
+        items[0].result.metrics = {"throughput_tokens_per_s": (float(ids[0]), "tokens/s")}
+        items[1].result.metrics = {"throughput_tokens_per_s": (float(ids[1]), "tokens/s")}
+        ingest.record_run_results(s, items)
+    recorded = ["status", "error", "failure_kind", "provenance", "environment", "log_tail", "log_path"]
+    columns = [Run.__table__.c[k] for k in [*recorded, "started_at", "finished_at", "latest_throughput"]]
+    as_text = [cast(c, Text).label(f"{c.key}_text") for c in (Run.provenance, Run.environment)]
+    with database.read() as s:
+        rows = {r[0]: r[1:] for r in s.execute(select(Run.id, *columns, *as_text).where(Run.id.in_(ids)))}
+        steps = dict(s.execute(select(Run.id, Run.current_step).where(Run.id.in_(ids))).all())
+        stamps = dict(s.execute(select(Run.id, Run.updated_at).where(Run.id.in_(ids))).all())
+    assert rows[ids[2]] == rows[ids[0]] and rows[ids[3]] == rows[ids[1]]
+    got = dict(zip([c.key for c in columns], rows[ids[3]], strict=False))
+    assert got["error"] == awkward.replace("\x01", "\ufffd") and got["environment"]["A"] == awkward
+    assert got["started_at"] == started and got["finished_at"] == finished
+    assert steps[ids[2]] == 7 and steps[ids[3]] is None
+    assert stamps[ids[2]] >= stamps[ids[0]]  # updated_at is set on both paths
