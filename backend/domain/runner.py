@@ -10,6 +10,7 @@ imports torch.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -155,8 +156,9 @@ class RunResult:
         return self.status == "succeeded"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data, as ``dataclasses.asdict`` gives it (its deep copy only where a value is not a
-        plain scalar: this runs once per node task, where ``asdict`` cost more than the rest)."""
+        """Plain data: a copy that shares nothing mutable with this result, metrics and series as
+        lists (what JSON and :meth:`from_dict` read). Written out rather than ``dataclasses.asdict``:
+        this runs once per node task, where ``asdict``'s deep copy cost more than the rest."""
         return {
             "status": self.status,
             "metrics": {k: [float(v), str(u)] for k, (v, u) in self.metrics.items()},
@@ -214,17 +216,11 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 def _plain_dict(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``data`` as ``asdict`` makes it: scalars as they are, anything else through ``asdict``'s
-    own deep copy (a dict of strings, the usual case, costs one comprehension)."""
+    """A copy of ``data`` that shares nothing mutable with it: a shallow copy when every key and value is
+    a scalar (a dict of strings, the usual case), a deep copy otherwise."""
     if all(type(k) in _SCALARS and type(v) in _SCALARS for k, v in data.items()):
         return dict(data)
-    copied: dict[str, Any] = asdict(_Box(dict(data)))["data"]
-    return copied
-
-
-@dataclass
-class _Box:
-    data: dict[str, Any]
+    return copy.deepcopy(dict(data))
 
 
 # (step, total_steps, latest throughput in tokens/s or None). Raising from the callback cancels the run:

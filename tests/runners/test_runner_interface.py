@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -81,3 +82,32 @@ def test_importing_the_interface_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "provenance",
+    [{"host": "h", "cpus": 8, "ok": True, "gone": None}, {"host": "h", "gpus": [{"id": 0, "uuid": "GPU-1"}]}],
+)
+def test_result_to_dict_is_a_copy_sharing_nothing(provenance: dict) -> None:
+    """to_dict gives what asdict gives (metrics and series as lists), and nothing of the result's
+    mutable state: a runner that changes its result later must not change what was sent."""
+    res = RunResult(
+        status="failed",
+        metrics={"step_time_s": (0.5, "s")},
+        series={"loss": ([1, 2], [3.0, 2.5])},
+        provenance=provenance,
+        error="boom",
+        failure_kind="benchmark",
+        environment={"X": "1"},
+        better={"m": "lower"},
+    )
+    plain = res.to_dict()
+    expected = asdict(res)
+    expected["metrics"] = {k: list(v) for k, v in expected["metrics"].items()}
+    expected["series"] = {k: [list(s), list(v)] for k, (s, v) in expected["series"].items()}
+    assert plain == expected
+    res.provenance["host"] = "changed"
+    res.environment["X"] = "2"
+    if "gpus" in provenance:
+        res.provenance["gpus"][0]["id"] = 9
+    assert plain["provenance"] == expected["provenance"] and plain["environment"] == {"X": "1"}
