@@ -162,6 +162,8 @@ def main() -> None:
     )
     print(f"bare Ray tasks      {n:5d} in {m.bare_s:7.2f} s   {n / m.bare_s:8.1f} tasks/s")
     print(f"dispatcher + db     {m.done:5d} in {m.disp_s:7.2f} s   {n / m.disp_s:8.1f} runs/s")
+    if m.done != n:  # failed runs are quick: a ratio over them would flatter the dispatcher
+        raise SystemExit(f"only {m.done} of {n} runs succeeded: no ratio (see the runs' errors)")
     print(f"ratio (dispatcher time / bare time per item)   {m.disp_s / m.bare_s:.2f}x")
     # Less sensitive to other load on the machine than wall time: what this process spent per item.
     print(
