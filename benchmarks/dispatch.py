@@ -4,7 +4,10 @@ Both sides run on the same local Ray in one process. The bare side submits N tas
 returns a small dict and waits for all of them. The dispatcher side queues one study of N runs (through
 ``create_study``) whose runner does nothing, and drains it: claims, leases, preflight on the worker,
 progress board, result recording through ``record_run_results`` and study status refresh, all included.
-Each side is preceded by a warm-up so Ray's worker start-up is not counted on either.
+Each side is preceded by a warm-up so Ray's worker start-up is not counted on either: ``--warm-up``
+bare tasks, and a study of ``--warm-up`` runs through the dispatcher that then drains the measured one
+(20 by default; a fresh dispatcher drains its first few hundred runs more slowly than a long-lived
+one, so ``--warm-up 500`` times the steady state a deployment's dispatcher runs in).
 
     .venv/bin/python benchmarks/dispatch.py                         # a fresh SQLite file, 500 runs
     .venv/bin/python benchmarks/dispatch.py --backend postgresql    # a fresh PostgreSQL database
@@ -71,10 +74,13 @@ def bare(i: int) -> dict[str, object]:
     return {"status": "succeeded", "metrics": {"throughput_tokens_per_s": [1.0, "tokens/s"]}, "i": i}
 
 
-def time_bare(n: int) -> tuple[float, float]:
+WARM_UP = 20  # runs and tasks before each side's measurement
+
+
+def time_bare(n: int, warm_up: int = WARM_UP) -> tuple[float, float]:
     """Wall time and this process's CPU time (Ray's driver threads included) for ``n`` bare tasks."""
     task = ray.remote(num_cpus=1, max_retries=0)(bare)
-    ray.get([task.remote(i) for i in range(min(n, 20))])  # warm-up: workers started
+    ray.get([task.remote(i) for i in range(warm_up)])  # warm-up: workers started
     t0, c0 = time.perf_counter(), time.process_time()
     ray.get([task.remote(i) for i in range(n)])
     return time.perf_counter() - t0, time.process_time() - c0
@@ -116,14 +122,14 @@ def queue(database: Database, n: int, tag: str) -> int:
 
 
 def time_dispatcher(
-    database: Database, settings: Settings, n: int, by_object: bool = False
+    database: Database, settings: Settings, n: int, by_object: bool = False, warm_up: int = WARM_UP
 ) -> tuple[float, float, int]:
     # By name (the default): the worker finds the runner in its registry, as in a deployment. By object:
     # the dispatcher is given the runner class, which travels to the workers through the object store
     # (what tests and embedders that pass runners use).
     d = Dispatcher(settings, database, runners={"noop": NoopRunner} if by_object else None)
     d.connect()
-    queue(database, 20, "warm-up")
+    queue(database, warm_up, "warm-up")
     d.drain(timeout_s=300)
     study = queue(database, n, "measured")
     t0, c0 = time.perf_counter(), time.process_time()
@@ -149,16 +155,23 @@ def main() -> None:
         help="name: workers find the runner in their registry (a deployment's path); object: the "
         "dispatcher is given the runner class (tests' and embedders' path)",
     )
+    parser.add_argument(
+        "--warm-up", type=int, default=WARM_UP, help="bare tasks and dispatched runs before each timing"
+    )
     args = parser.parse_args()
+    if args.warm_up < 1:
+        parser.error("--warm-up must be at least 1: Ray's workers start in the warm-up")
     logging.basicConfig(level=logging.WARNING)
     register_runner("noop", NoopRunner)  # create_study checks the runner by name
 
     with local_ray() as cpus, fresh_database(args.backend) as url:
-        m = measure(url, args.runs, args.concurrency, by_object=args.runner_by == "object")
+        m = measure(
+            url, args.runs, args.concurrency, by_object=args.runner_by == "object", warm_up=args.warm_up
+        )
     n = args.runs
     print(
         f"database            {args.backend}   Ray CPUs {cpus}   concurrency {args.concurrency}   "
-        f"runner by {args.runner_by}"
+        f"runner by {args.runner_by}   warm-up {args.warm_up}"
     )
     print(f"bare Ray tasks      {n:5d} in {m.bare_s:7.2f} s   {n / m.bare_s:8.1f} tasks/s")
     print(f"dispatcher + db     {m.done:5d} in {m.disp_s:7.2f} s   {n / m.disp_s:8.1f} runs/s")
@@ -202,11 +215,18 @@ class Measured:
 
 
 def measure(
-    url: str, runs: int, concurrency: int, *, bare_first: bool = True, by_object: bool = False
+    url: str,
+    runs: int,
+    concurrency: int,
+    *,
+    bare_first: bool = True,
+    by_object: bool = False,
+    warm_up: int = WARM_UP,
 ) -> Measured:
     """Seconds for ``runs`` bare Ray tasks and for ``runs`` queued runs through the dispatcher (on the
     fresh database ``url``), and how many of those succeeded; ``bare_first`` orders the two sides,
-    ``by_object`` gives the dispatcher the runner class (see :func:`time_dispatcher`)."""
+    ``by_object`` gives the dispatcher the runner class (see :func:`time_dispatcher`), ``warm_up``
+    tasks and runs precede each side's timing."""
     database = Database.from_url(url)
     migrate.upgrade(database.engine)
     settings = Settings(
@@ -217,11 +237,11 @@ def measure(
     )
     try:
         if bare_first:
-            bare = time_bare(runs)
-            disp = time_dispatcher(database, settings, runs, by_object)
+            bare = time_bare(runs, warm_up)
+            disp = time_dispatcher(database, settings, runs, by_object, warm_up)
         else:
-            disp = time_dispatcher(database, settings, runs, by_object)
-            bare = time_bare(runs)
+            disp = time_dispatcher(database, settings, runs, by_object, warm_up)
+            bare = time_bare(runs, warm_up)
     finally:
         database.dispose()
     return Measured(bare[0], bare[1], disp[0], disp[1], disp[2])
