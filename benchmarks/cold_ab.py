@@ -109,14 +109,14 @@ def _floors(db: Database, ref: str, cold: Callable[[], object], reps: int) -> No
     def objects() -> None:
         made[:] = [pickle.loads(blob)]
 
-    def json() -> None:
+    def write_json() -> None:
         render_json(made[0], indent=None)
 
     steps = {
         "cold build and JSON": cold,
         "floor 1: bare fetch of the rows": fetch,
         "floor 2: the answer's objects": objects,
-        "floor 3: the answer's JSON": json,
+        "floor 3: the answer's JSON": write_json,
     }
     times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in steps}
     for _ in range(reps):

@@ -253,9 +253,9 @@ def test_long_series_get_downsampled_levels_that_reads_use(database: Database, s
 
 
 def test_held_runs_are_written_as_loaded_runs_are(database: Database, seeded: Catalog) -> None:
-    """The dispatcher's path (runs as their holder read them, one UPDATE a set of columns; on
-    PostgreSQL from one JSON document) stores what the ORM's path stores for the same results: every
-    column, the JSON columns' text included, with mixed sets of columns in one batch."""
+    """The dispatcher's path (runs as their holder read them, one executemany UPDATE a set of
+    columns) stores what the ORM's path stores for the same results: every column, the JSON columns'
+    text included, with mixed sets of columns in one batch."""
     ids = _study_runs(database, seeded, 2)[1] + _study_runs(database, seeded, 2)[1]
     awkward = 'quote " backslash \\ tab \t line\nbreak é 漢 \U0001f600 \x01 end'
     tz = timezone(timedelta(hours=-7))
